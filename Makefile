@@ -1,0 +1,51 @@
+# ragmesh: `make run` starts the embedded mesh and answers a question; `make test` runs the suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+UV_VERSION := 0.13.9
+STAMP  := $(VENV)/.installed-stamp
+GEN    := libs/gen/ragmesh/v1
+PROTOS := $(wildcard proto/ragmesh/v1/*.proto)
+PYTEST_ARGS ?=
+
+export OMP_WAIT_POLICY ?= PASSIVE
+
+.PHONY: setup gen run test lock clean eval
+
+EDITABLE := $(VENV)/.editable-stamp
+
+setup: $(EDITABLE)
+
+$(STAMP): requirements.lock requirements-nodeps.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragmesh needs Python 3.11+; set PYTHON=python3.11")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip sync -q --python $(PY) requirements.lock requirements-nodeps.lock
+	touch $@
+
+# Stubs (and typing stubs) are generated into the ignored libs/gen package, never edited by hand.
+$(GEN)/.stamp: $(PROTOS) $(STAMP)
+	rm -rf libs/gen && mkdir -p $(GEN)
+	$(PY) -m grpc_tools.protoc -I proto --python_out=libs/gen --pyi_out=libs/gen --grpc_python_out=libs/gen $(PROTOS)
+	touch libs/gen/ragmesh/__init__.py $(GEN)/__init__.py $@
+
+gen: $(GEN)/.stamp
+
+$(EDITABLE): $(GEN)/.stamp pyproject.toml
+	$(BIN)/uv pip install -q --python $(PY) --no-deps --no-build-isolation -e .
+	touch $@
+
+run: setup
+	$(BIN)/ragmesh up --corpus docs --ask "What does the indexer service own?"
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Recompile the lock files from requirements*.in (needs network to PyPI).
+lock: $(STAMP)
+	$(BIN)/uv pip compile -q requirements.in -o requirements.lock --generate-hashes --python-version 3.11
+	$(BIN)/uv pip compile -q requirements-nodeps.in -o requirements-nodeps.lock --no-deps --generate-hashes
+
+clean:
+	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache

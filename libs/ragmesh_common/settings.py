@@ -1,0 +1,119 @@
+"""Settings read from the environment: typed, each field naming its variable.
+
+A service declares ``class Settings(msgspec.Struct)`` whose fields use :func:`env`; the module-level
+cached getter builds it once. Required settings that are missing stop the process at start with a
+message naming the variable, so a service never starts half-configured.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+# Fixed loopback ports of the embedded default (each overridable by its variable).
+DEFAULT_PORTS = {
+    "gateway": 8080,
+    "runtime": 8091,
+    "retrieval": 50051,
+    "rerank": 50052,
+    "generation": 50053,
+    "indexer": 50054,
+}
+METRICS_PORTS = {"retrieval": 9101, "rerank": 9102, "generation": 9103, "indexer": 9104}
+
+
+class MissingSetting(SystemExit):
+    def __init__(self, variable: str, why: str = "") -> None:
+        super().__init__(f"ragmesh: required setting {variable} is not set{': ' + why if why else ''}")
+        self.variable = variable
+
+
+def env_str(name: str, default: str | None = None, *, required: bool = False, why: str = "") -> str:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        value = _file_secret(name)
+    if value is None or value == "":
+        if required:
+            raise MissingSetting(name, why)
+        return default or ""
+    return value
+
+
+def _file_secret(name: str) -> str | None:
+    """``NAME_FILE`` points at a file holding the value (Docker/Compose secrets)."""
+    path = os.environ.get(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SystemExit(f"ragmesh: cannot read {name}_FILE={path}: {exc.strerror}") from exc
+
+
+def env_int(name: str, default: int) -> int:
+    return _env_parsed(name, default, int)
+
+
+def env_float(name: str, default: float) -> float:
+    return _env_parsed(name, default, float)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise SystemExit(f"ragmesh: {name}={raw!r} is not a boolean")
+
+
+def env_list(name: str, default: list[str] | None = None) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return list(default or [])
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _env_parsed(name: str, default: T, parse: Callable[[str], T]) -> T:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise SystemExit(f"ragmesh: {name}={raw!r} is not a valid {parse.__name__}") from exc
+
+
+def state_dir() -> Path:
+    """Project-local state folder of the embedded default (Qdrant storage, caches, servers)."""
+    path = Path(env_str("RAGMESH_STATE_DIR", ".ragmesh-state")).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def addr(service: str) -> str:
+    """host:port of a gRPC service, from RAGMESH_<SERVICE>_ADDR."""
+    return env_str(f"RAGMESH_{service.upper()}_ADDR", f"127.0.0.1:{DEFAULT_PORTS[service]}")
+
+
+def describe(settings: Any) -> dict[str, Any]:
+    """Settings as a loggable dict, with secrets masked."""
+    import msgspec
+
+    out = msgspec.to_builtins(settings)
+    for key in list(out):
+        if any(s in key for s in ("password", "secret", "token", "url")) and out[key]:
+            out[key] = _mask_url(str(out[key])) if "url" in key else "***"
+    return out
+
+
+def _mask_url(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

@@ -1,0 +1,1 @@
+"""ragmesh_generation."""
