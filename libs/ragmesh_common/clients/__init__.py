@@ -1,0 +1,1 @@
+"""HTTP clients for the model runtimes: TEI (embeddings, rerank) and OpenAI-compatible chat."""

@@ -1,0 +1,72 @@
+"""Streaming chat completions through the OpenAI-compatible API (vLLM, or the CPU runtime)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import httpx
+import openai
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    text: str
+    finish_reason: str | None = None
+    model: str = ""
+
+
+class ChatClient:
+    def __init__(self, base_url: str, model: str, *, api_key: str = "unused", timeout: float = 60.0) -> None:
+        self.model = model
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=0,
+            http_client=httpx.AsyncClient(timeout=timeout),
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def resolve_model(self) -> str:
+        """The served model id when none is configured (the runtime serves exactly one)."""
+        if self.model:
+            return self.model
+        try:
+            models = await self._client.models.list()
+        except openai.APIError as exc:
+            raise _map(exc) from None
+        ids = [m.id for m in models.data]
+        if not ids:
+            raise RagmeshError(ErrorCode.RUNTIME_ERROR, "generation runtime serves no model")
+        self.model = ids[0]
+        return self.model
+
+    async def stream_chat(
+        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0
+    ) -> AsyncIterator[ChatDelta]:
+        model = await self.resolve_model()
+        try:
+            stream = await self._client.chat.completions.create(
+                model=model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True
+            )
+            async for chunk in stream:
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                text = (choice.delta.content or "") if choice.delta else ""
+                if text or choice.finish_reason:
+                    yield ChatDelta(text=text, finish_reason=choice.finish_reason, model=chunk.model or model)
+        except openai.APIError as exc:
+            raise _map(exc) from None
+
+
+def _map(exc: openai.APIError) -> RagmeshError:
+    if isinstance(exc, openai.APITimeoutError):
+        return RagmeshError(ErrorCode.DEADLINE_EXCEEDED, "generation runtime timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return RagmeshError(ErrorCode.UNAVAILABLE, "generation runtime unreachable")
+    if isinstance(exc, openai.BadRequestError):
+        return RagmeshError(ErrorCode.INVALID_ARGUMENT, "generation runtime rejected the request")
+    return RagmeshError(ErrorCode.RUNTIME_ERROR, f"generation runtime error ({type(exc).__name__})")

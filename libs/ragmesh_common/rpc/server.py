@@ -1,0 +1,158 @@
+"""A grpc.aio server with health, reflection, error mapping, tracing, metrics and clean SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from typing import Any, Awaitable, Callable, Iterable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
+from prometheus_client import start_http_server
+
+from ragmesh_common import metrics
+from ragmesh_common.errors import RagmeshError
+from ragmesh_common.rpc.errors import grpc_status, trailing_metadata
+from ragmesh_common.telemetry import request_id_var
+
+log = logging.getLogger("ragmesh.rpc")
+
+
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
+    """Maps RagmeshError to its gRPC status (+ code in trailing metadata); hides unexpected errors.
+
+    Also records per-method metrics and binds the caller's request id to the logging context.
+    """
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method.rsplit("/", 1)[-1]
+        request_id = dict(handler_call_details.invocation_metadata or ()).get("x-request-id", "")
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(handler.unary_unary, method, request_id),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method, request_id),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def _wrap_unary(self, behavior, method: str, request_id: str):
+        async def wrapper(request, context):
+            token = request_id_var.set(request_id)
+            start = time.perf_counter()
+            code = "OK"
+            try:
+                return await behavior(request, context)
+            except RagmeshError as exc:
+                code = exc.code.value
+                await context.abort(grpc_status(exc), exc.message, trailing_metadata=trailing_metadata(exc))
+            except (asyncio.CancelledError, grpc.aio.AbortError):
+                code = "CANCELLED"
+                raise
+            except Exception:
+                code = "INTERNAL"
+                log.exception("unhandled error in %s", method)
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error",
+                                    trailing_metadata=(("ragmesh-error-code", "INTERNAL"),))
+            finally:
+                self._observe(method, code, start)
+                request_id_var.reset(token)
+
+        return wrapper
+
+    def _wrap_stream(self, behavior, method: str, request_id: str):
+        async def wrapper(request, context):
+            token = request_id_var.set(request_id)
+            start = time.perf_counter()
+            code = "OK"
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            except RagmeshError as exc:
+                code = exc.code.value
+                await context.abort(grpc_status(exc), exc.message, trailing_metadata=trailing_metadata(exc))
+            except (asyncio.CancelledError, grpc.aio.AbortError):
+                code = "CANCELLED"
+                raise
+            except Exception:
+                code = "INTERNAL"
+                log.exception("unhandled error in %s", method)
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error",
+                                    trailing_metadata=(("ragmesh-error-code", "INTERNAL"),))
+            finally:
+                self._observe(method, code, start)
+                request_id_var.reset(token)
+
+        return wrapper
+
+    def _observe(self, method: str, code: str, start: float) -> None:
+        metrics.GRPC_SERVER_REQUESTS.labels(self.service, method, code).inc()
+        metrics.GRPC_SERVER_DURATION.labels(self.service, method).observe(time.perf_counter() - start)
+
+
+class GrpcServer:
+    """Owns one grpc.aio server: registration, health, reflection, metrics port, shutdown."""
+
+    def __init__(self, service: str, *, host: str, port: int, metrics_port: int | None) -> None:
+        self.service = service
+        self.host = host
+        self.port = port
+        self.metrics_port = metrics_port
+        self.server = grpc.aio.server(
+            interceptors=[aio_server_interceptor(), ErrorMappingInterceptor(service)],
+            options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                     ("grpc.max_send_message_length", 64 * 1024 * 1024)],
+        )
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self._service_names: list[str] = [health.SERVICE_NAME, reflection.SERVICE_NAME]
+        self._stopping = asyncio.Event()
+
+    def add(self, register: Callable[[Any, grpc.aio.Server], None], servicer: Any, full_name: str) -> None:
+        register(servicer, self.server)
+        self._service_names.append(full_name)
+
+    async def start(self) -> int:
+        reflection.enable_server_reflection(self._service_names, self.server)
+        bound = self.server.add_insecure_port(f"{self.host}:{self.port}")
+        if bound == 0:
+            raise SystemExit(f"ragmesh-{self.service}: cannot bind {self.host}:{self.port}")
+        self.port = bound
+        if self.metrics_port is not None:
+            start_http_server(self.metrics_port, addr=self.host)
+        await self.server.start()
+        for name in self._service_names + [""]:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("serving", extra={"fields": {"port": self.port, "metrics_port": self.metrics_port}})
+        return bound
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+
+    async def wait_and_stop(self, grace: float = 5.0, on_stop: Iterable[Callable[[], Awaitable[None]]] = ()) -> None:
+        await self._stopping.wait()
+        log.info("stopping")
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        for hook in on_stop:
+            await hook()
+
+    def request_stop(self) -> None:
+        self._stopping.set()

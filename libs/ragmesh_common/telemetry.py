@@ -1,0 +1,160 @@
+"""Traces, metrics and logs, set up the same way in every process.
+
+- Traces: OpenTelemetry SDK; context crosses HTTP and gRPC through the W3C ``traceparent`` header.
+  Exported over OTLP/gRPC when ``RAGMESH_OTLP_ENDPOINT`` is set, and as JSON lines to
+  ``RAGMESH_TRACE_FILE`` when that is set (used by the end-to-end tests and handy on a laptop).
+- Logs: one JSON object per line on stderr with service, request_id and trace_id. Callers pass
+  ids, hashes, counts and timings only, never query or document text.
+- Metrics: prometheus-client; each process exposes /metrics (see ``rpc.server`` and the gateway).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("ragmesh_request_id", default="")
+
+_configured: str | None = None
+
+
+def query_hash(text: str) -> str:
+    """A short stable hash to correlate a query across logs without logging it."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class JsonLogFormatter(logging.Formatter):
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "service": self.service,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        rid = request_id_var.get()
+        if rid:
+            entry["request_id"] = rid
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            entry["trace_id"] = format(ctx.trace_id, "032x")
+            entry["span_id"] = format(ctx.span_id, "016x")
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        if record.exc_info:
+            # Server-side only: stack traces stay in the logs, never in a response.
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Appends finished spans as JSON lines; several processes may share one file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = []
+        for span in spans:
+            ctx = span.get_span_context()
+            parent = span.parent
+            lines.append(
+                json.dumps(
+                    {
+                        "service": span.resource.attributes.get("service.name"),
+                        "name": span.name,
+                        "kind": span.kind.name,
+                        "trace_id": format(ctx.trace_id, "032x"),
+                        "span_id": format(ctx.span_id, "016x"),
+                        "parent_id": format(parent.span_id, "016x") if parent else None,
+                        "start_ns": span.start_time,
+                        "end_ns": span.end_time,
+                        "status": span.status.status_code.name,
+                        "attributes": {k: _jsonable(v) for k, v in (span.attributes or {}).items()},
+                    }
+                )
+            )
+        data = ("\n".join(lines) + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:  # nothing buffered here
+        return None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return list(value)
+
+
+def setup_telemetry(service: str, *, level: str | None = None) -> None:
+    """Configure logging and tracing for this process (idempotent)."""
+    global _configured
+    if _configured == service:
+        return
+    _configured = service
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter(service))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel((level or os.environ.get("RAGMESH_LOG_LEVEL", "INFO")).upper())
+    for noisy in ("httpx", "httpcore", "asyncio", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    provider = TracerProvider(resource=Resource.create({"service.name": f"ragmesh-{service}"}))
+    endpoint = os.environ.get("RAGMESH_OTLP_ENDPOINT", "")
+    if endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True), schedule_delay_millis=200)
+        )
+    trace_file = os.environ.get("RAGMESH_TRACE_FILE", "")
+    if trace_file:
+        provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(trace_file), schedule_delay_millis=200))
+    trace.set_tracer_provider(provider)
+
+
+def shutdown_telemetry() -> None:
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.shutdown()
+
+
+def tracer(name: str) -> trace.Tracer:
+    return trace.get_tracer(name)
+
+
+class Stopwatch:
+    """Milliseconds since creation; used for timings in logs."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def ms(self) -> float:
+        return round((time.perf_counter() - self.start) * 1000, 2)
