@@ -1,0 +1,98 @@
+"""Fixtures every test folder may use: where the real PostgreSQL and Redis are, and throwaway names.
+
+A backing server that cannot be reached skips the tests needing it on a developer machine, with the
+reason; under CI (``CI=true``) it fails them instead, so a broken CI setup never passes quietly.
+Subfolders add their own conftest.py for domain fixtures; keep this one generic.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from urllib.parse import urlsplit
+
+import pytest
+
+DEFAULT_TEST_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip locally, fail in CI: the one rule for a missing backing server or system program."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true, so this is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parts = urlsplit(url)
+    if parts.hostname is None or parts.hostname.startswith("/"):
+        return True  # unix socket or libpq-style URL: let the client report its own error
+    try:
+        with socket.create_connection((parts.hostname, parts.port or default_port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    url = os.environ.get("RAGMESH_TEST_POSTGRES_URL") or DEFAULT_TEST_POSTGRES_URL
+    if not _reachable(url, 5432):
+        skip_or_fail(f"PostgreSQL not reachable at {urlsplit(url).netloc.rsplit('@', 1)[-1]} "
+                     "(set RAGMESH_TEST_POSTGRES_URL)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    url = os.environ.get("RAGMESH_TEST_REDIS_URL") or DEFAULT_TEST_REDIS_URL
+    if not _reachable(url, 6379):
+        skip_or_fail(f"Redis not reachable at {urlsplit(url).netloc.rsplit('@', 1)[-1]} "
+                     "(set RAGMESH_TEST_REDIS_URL)")
+    return url
+
+
+@pytest.fixture(name="free_port")
+def free_port_fixture() -> Callable[[], int]:
+    return free_port
+
+
+def new_schema_name(prefix: str = "t") -> str:
+    """A schema name unique to this call, valid for ragmesh_common.pg (lower case, <= 63 chars)."""
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+async def unique_schema(pg_url: str) -> AsyncIterator[Callable[..., str]]:
+    """Factory of throwaway schema names; every schema it named is dropped after the test."""
+    import asyncpg
+
+    names: list[str] = []
+
+    def make(prefix: str = "t") -> str:
+        name = new_schema_name(prefix)
+        names.append(name)
+        return name
+
+    yield make
+    if names:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            for name in names:
+                await conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        finally:
+            await conn.close()
