@@ -48,6 +48,7 @@ class CorpusMeta(msgspec.Struct, forbid_unknown_fields=False):
     visibility: str = "public"
     license: str = ""
     source_url: str = ""
+    root: str = ""  # the corpus folder, for the gateway's /files route
 
 
 class CollectionMeta(msgspec.Struct, forbid_unknown_fields=False):

@@ -1,0 +1,74 @@
+"""Composition root of the indexer: settings → adapters → application services → gRPC server."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from ragmesh.v1 import indexer_pb2_grpc
+from ragmesh_common.clients.tei import TeiClient
+from ragmesh_common.rpc.server import GrpcServer
+from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
+from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_indexer.build import BuildOptions, IndexBuilder
+from ragmesh_indexer.domain import ChunkingConfig
+from ragmesh_indexer.embedding import ChunkEmbedder
+from ragmesh_indexer.promotion import Promoter
+from ragmesh_indexer.registry.postgres import PostgresIndexRegistry
+from ragmesh_indexer.servicer import IndexerServicer
+from ragmesh_indexer.settings import IndexerSettings
+from ragmesh_indexer.validation import Validator
+
+log = logging.getLogger("ragmesh.indexer")
+
+
+def open_store(settings: IndexerSettings) -> VectorStorePort:
+    """A Qdrant server directly when configured; else the retrieval process's VectorStore service."""
+    if settings.qdrant_url:
+        from qdrant_client import AsyncQdrantClient
+
+        from ragmesh_common.vectorstore.qdrant import QdrantVectorStore
+
+        return QdrantVectorStore(AsyncQdrantClient(url=settings.qdrant_url))
+    from ragmesh_common.rpc.client import open_channel
+    from ragmesh_common.vectorstore.grpc_store import GrpcVectorStore
+
+    return GrpcVectorStore(open_channel(settings.retrieval_addr))
+
+
+def build_options(settings: IndexerSettings) -> BuildOptions:
+    return BuildOptions(
+        chunking=ChunkingConfig(strategy=settings.chunking, max_chars=settings.chunk_max_chars,
+                                min_chars=min(300, settings.chunk_max_chars),
+                                max_atomic_chars=max(4000, settings.chunk_max_chars)),
+        max_file_bytes=settings.max_file_bytes,
+        url_base=settings.url_base,
+    )
+
+
+async def serve(settings: IndexerSettings) -> None:
+    setup_telemetry("indexer")
+    registry = await PostgresIndexRegistry.open(settings.postgres_url)
+    store = open_store(settings)
+    tei = TeiClient(settings.embed_url, timeout=180)
+    embedder = ChunkEmbedder(tei, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
+    promoter = Promoter(registry, store, retire_after=timedelta(seconds=settings.retire_after_s))
+    servicer = IndexerServicer(registry, IndexBuilder(registry, store, embedder, build_options(settings)),
+                               Validator(registry, store, embedder), promoter)
+    host, port = settings.listen.rsplit(":", 1)
+    server = GrpcServer("indexer", host=host, port=int(port), metrics_port=settings.metrics_port)
+    server.add(indexer_pb2_grpc.add_IndexerServicer_to_server, servicer, "ragmesh.v1.Indexer")
+    server.install_signal_handlers()
+    await server.start()
+    try:
+        await promoter.reconcile_all()
+    except Exception:  # the store may still be starting; the next move reconciles again
+        log.warning("startup reconcile skipped", exc_info=True)
+
+    async def close() -> None:
+        await tei.close()
+        await store.close()
+        await registry.close()
+        shutdown_telemetry()
+
+    await server.wait_and_stop(on_stop=[close])

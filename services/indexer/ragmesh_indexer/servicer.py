@@ -1,0 +1,103 @@
+"""ragmesh.v1.Indexer: protobuf in, application services, protobuf out. Nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_indexer.build import IndexBuilder
+from ragmesh_indexer.promotion import Promoter
+from ragmesh_indexer.registry import CorpusSpec, IndexRegistry
+from ragmesh_indexer.validation import Validator
+
+
+def spec_from_proto(msg: indexer_pb2.CorpusSpec) -> CorpusSpec:
+    if not msg.corpus.strip():
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "corpus id is required")
+    if msg.visibility and msg.visibility not in ("public", "internal"):
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "visibility must be public or internal")
+    library = msg.library or msg.corpus.split("@", 1)[0]
+    version = msg.version or (msg.corpus.split("@", 1)[1] if "@" in msg.corpus else "main")
+    return CorpusSpec(
+        id=msg.corpus, library=library, version=version, root=msg.root, include=list(msg.include),
+        exclude=list(msg.exclude), visibility=msg.visibility or "public", license=msg.license,
+        source_url=msg.source_url, url_base=msg.url_base, chunking=msg.chunking,
+    )
+
+
+class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
+    def __init__(self, registry: IndexRegistry, builder: IndexBuilder, validator: Validator,
+                 promoter: Promoter) -> None:
+        self.registry = registry
+        self.builder = builder
+        self.validator = validator
+        self.promoter = promoter
+        # One build per corpus at a time; builds of different corpora run side by side.
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, corpus: str) -> asyncio.Lock:
+        return self._locks.setdefault(corpus, asyncio.Lock())
+
+    async def Build(self, request, context):
+        spec = spec_from_proto(request.corpus)
+        async with self._lock(spec.id):
+            out = await self.builder.build(spec, force=request.force, actor=request.actor or "unknown",
+                                           reason=request.reason)
+        return indexer_pb2.BuildResponse(
+            index_version=out.index_version, reused_existing=out.reused_existing, documents=out.documents,
+            chunks=out.chunks, embedded=out.embedded, reused_vectors=out.reused_vectors, state=out.state,
+            files=[indexer_pb2.FileReport(path=e.path, status=e.status, reason=e.reason, parser=e.parser)
+                   for e in out.files],
+        )
+
+    async def Validate(self, request, context):
+        _require(request.corpus, "corpus")
+        _require(request.index_version, "index_version")
+        async with self._lock(request.corpus):
+            passed, gates = await self.validator.validate(request.corpus, request.index_version)
+        return indexer_pb2.ValidateResponse(
+            index_version=request.index_version, passed=passed,
+            gates=[indexer_pb2.GateResult(gate=g.gate, passed=g.passed, detail=g.detail) for g in gates],
+        )
+
+    async def Promote(self, request, context):
+        _require(request.corpus, "corpus")
+        _require(request.index_version, "index_version")
+        async with self._lock(request.corpus):
+            result = await self.promoter.promote(request.corpus, request.index_version,
+                                                 actor=request.actor or "unknown", reason=request.reason)
+        return _promotion(result)
+
+    async def Rollback(self, request, context):
+        _require(request.corpus, "corpus")
+        async with self._lock(request.corpus):
+            result = await self.promoter.rollback(request.corpus, actor=request.actor or "unknown",
+                                                  reason=request.reason)
+        return _promotion(result)
+
+    async def Status(self, request, context):
+        _require(request.corpus, "corpus")
+        await self.registry.get_corpus(request.corpus)
+        versions = await self.registry.list_versions(request.corpus)
+        active = next((v.index_version for v in versions if v.state.value == "active"), "")
+        progress = await self.registry.get_progress(request.corpus)
+        return indexer_pb2.StatusResponse(
+            corpus=request.corpus, active_version=active,
+            versions=[indexer_pb2.VersionInfo(
+                index_version=v.index_version, state=v.state.value, created_at=v.created_at.isoformat(),
+                actor=v.created_by, reason=v.reason, chunks=v.stats.chunks, documents=v.stats.documents)
+                for v in versions],
+            in_progress=[indexer_pb2.BuildProgress(index_version=p.index_version, stage=p.stage, done=p.done,
+                                                   total=p.total) for p in progress],
+        )
+
+
+def _promotion(result) -> indexer_pb2.PromoteResponse:
+    return indexer_pb2.PromoteResponse(corpus=result.corpus, active_version=result.active,
+                                       previous_version=result.previous or "", changed=result.changed)
+
+
+def _require(value: str, name: str) -> None:
+    if not value or not value.strip():
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"{name} is required")

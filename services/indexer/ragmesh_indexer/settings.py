@@ -1,0 +1,56 @@
+"""Indexer settings, each field read from its RAGMESH_* variable."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import msgspec
+
+from ragmesh_common.settings import addr, env_int, env_str, METRICS_PORTS, state_dir
+
+
+class IndexerSettings(msgspec.Struct, frozen=True):
+    listen: str
+    metrics_port: int
+    postgres_url: str
+    qdrant_url: str
+    retrieval_addr: str
+    embed_url: str
+    embed_batch: int
+    embed_concurrency: int
+    max_file_bytes: int
+    chunking: str
+    chunk_max_chars: int
+    chunk_overlap_lines: int
+    url_base: str
+    retire_after_s: int
+    state_dir: str
+
+    @classmethod
+    def from_env(cls, port: int | None = None) -> "IndexerSettings":
+        listen = addr("indexer")
+        if port is not None:
+            listen = f"{listen.rsplit(':', 1)[0]}:{port}"
+        return cls(
+            listen=listen,
+            metrics_port=env_int("RAGMESH_INDEXER_METRICS_PORT", METRICS_PORTS["indexer"]),
+            postgres_url=env_str("RAGMESH_POSTGRES_URL", required=True,
+                                 why="the indexer keeps its version registry in PostgreSQL"),
+            qdrant_url=env_str("RAGMESH_QDRANT_URL", ""),
+            retrieval_addr=addr("retrieval"),
+            embed_url=env_str("RAGMESH_EMBED_URL", "http://127.0.0.1:8091"),
+            embed_batch=env_int("RAGMESH_INDEXER_EMBED_BATCH", 32),
+            embed_concurrency=env_int("RAGMESH_INDEXER_EMBED_CONCURRENCY", 2),
+            max_file_bytes=env_int("RAGMESH_INDEXER_MAX_FILE_BYTES", 5 * 1024 * 1024),
+            chunking=env_str("RAGMESH_INDEXER_CHUNKING", "heading"),
+            chunk_max_chars=env_int("RAGMESH_INDEXER_CHUNK_MAX_CHARS", 1200),
+            chunk_overlap_lines=env_int("RAGMESH_INDEXER_CHUNK_OVERLAP_LINES", 2),
+            url_base=env_str("RAGMESH_URL_BASE", ""),
+            retire_after_s=env_int("RAGMESH_INDEXER_RETIRE_AFTER_S", 24 * 3600),
+            state_dir=str(state_dir()),
+        )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> IndexerSettings:
+    return IndexerSettings.from_env()
