@@ -23,3 +23,7 @@ HTTP_DURATION = Histogram(
 DEGRADED = Counter(
     "ragmesh_degraded", "Requests served with a degraded component", ["service", "component"]
 )
+RETRIEVAL_STAGE_DURATION = Histogram(
+    "ragmesh_retrieval_stage_duration_seconds", "Duration of one retrieval stage",
+    ["stage"], buckets=LATENCY_BUCKETS,
+)

@@ -107,8 +107,12 @@ def describe(settings: Any) -> dict[str, Any]:
 
     out = msgspec.to_builtins(settings)
     for key in list(out):
-        if any(s in key for s in ("password", "secret", "token", "url")) and out[key]:
-            out[key] = _mask_url(str(out[key])) if "url" in key else "***"
+        if not out[key]:
+            continue
+        if key.endswith("_url") or key == "url":
+            out[key] = _mask_url(str(out[key]))
+        elif any(key.endswith(s) for s in ("password", "secret", "api_key", "_token", "token_hash")):
+            out[key] = "***"
     return out
 
 

@@ -51,15 +51,19 @@ class ChatClient:
             stream = await self._client.chat.completions.create(
                 model=model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True
             )
-            async for chunk in stream:
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                text = (choice.delta.content or "") if choice.delta else ""
-                if text or choice.finish_reason:
-                    yield ChatDelta(text=text, finish_reason=choice.finish_reason, model=chunk.model or model)
+            # `async with` closes the HTTP stream as soon as the consumer stops (cancel, early exit).
+            async with stream:
+                async for chunk in stream:
+                    if not chunk.choices:
+                        continue
+                    choice = chunk.choices[0]
+                    text = (choice.delta.content or "") if choice.delta else ""
+                    if text or choice.finish_reason:
+                        yield ChatDelta(text=text, finish_reason=choice.finish_reason, model=chunk.model or model)
         except openai.APIError as exc:
             raise _map(exc) from None
+        except ValueError:
+            raise RagmeshError(ErrorCode.RUNTIME_ERROR, "generation runtime sent a malformed stream") from None
 
 
 def _map(exc: openai.APIError) -> RagmeshError:

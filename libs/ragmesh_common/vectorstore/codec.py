@@ -1,0 +1,50 @@
+"""Port types <-> ``ragmesh.v1.VectorStore`` messages, shared by the gRPC adapter and the servicer."""
+
+from __future__ import annotations
+
+import msgspec
+from ragmesh.v1 import vectorstore_pb2
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.index_schema import CollectionMeta
+from ragmesh_common.vectorstore.port import SparseVector, StoredPoint
+
+_payload_decoder = msgspec.json.Decoder(dict)
+_meta_decoder = msgspec.json.Decoder(CollectionMeta)
+
+
+def point_to_proto(point: StoredPoint) -> vectorstore_pb2.Point:
+    message = vectorstore_pb2.Point(id=point.id, payload_json=msgspec.json.encode(point.payload))
+    if point.dense is not None:
+        message.dense.extend(point.dense)
+    if point.sparse is not None:
+        message.sparse_indices.extend(point.sparse.indices)
+        message.sparse_values.extend(point.sparse.values)
+    return message
+
+
+def point_from_proto(message: vectorstore_pb2.Point) -> StoredPoint:
+    if len(message.sparse_indices) != len(message.sparse_values):
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "sparse indices and values differ in length")
+    try:
+        payload = _payload_decoder.decode(message.payload_json) if message.payload_json else {}
+    except msgspec.DecodeError:
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "point payload is not a JSON object") from None
+    # proto3 cannot tell an absent vector from an empty one; an empty vector is never valid anyway.
+    sparse = None
+    if message.sparse_indices:
+        sparse = SparseVector(indices=list(message.sparse_indices), values=list(message.sparse_values))
+    return StoredPoint(
+        id=message.id, payload=payload, dense=list(message.dense) or None, sparse=sparse
+    )
+
+
+def meta_to_json(meta: CollectionMeta) -> bytes:
+    return msgspec.json.encode(meta)
+
+
+def meta_from_json(data: bytes) -> CollectionMeta:
+    try:
+        return _meta_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "collection metadata is not a valid CollectionMeta") from None

@@ -1,0 +1,149 @@
+"""The vector-store port: what the indexer writes and retrieval reads, with no client library in sight.
+
+Adapters: :class:`~ragmesh_common.vectorstore.qdrant.QdrantVectorStore` (qdrant-client, local or
+server) and :class:`~ragmesh_common.vectorstore.grpc_store.GrpcVectorStore` (the retrieval process's
+``ragmesh.v1.VectorStore`` service, for the indexer in the embedded default, where only the retrieval
+process may open the local storage). Failures surface as ``RagmeshError``: ``NOT_FOUND`` for a missing
+collection, ``UNAVAILABLE`` when the store cannot be reached.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Sequence
+
+import msgspec
+
+from ragmesh_common.index_schema import CollectionMeta
+
+# Payload key the store derives from ``source_path`` on every upsert: the path itself and each of its
+# parent folders ("docs/a/b.md" -> ["docs", "docs/a", "docs/a/b.md"]). Qdrant has no prefix match on
+# keyword fields, so a path-prefix filter becomes one exact match on this list.
+PATH_PREFIXES_KEY = "path_prefixes"
+
+
+class SparseVector(msgspec.Struct, frozen=True):
+    indices: list[int]
+    values: list[float]
+
+
+class StoredPoint(msgspec.Struct):
+    """One point: id is the chunk id (UUID string); payload is a ChunkPayload as a dict."""
+
+    id: str
+    payload: dict[str, Any]
+    dense: list[float] | None = None
+    sparse: SparseVector | None = None
+
+
+class CollectionInfo(msgspec.Struct, frozen=True):
+    exists: bool
+    metadata: CollectionMeta | None = None
+    points: int = 0
+
+
+class PointFilter(msgspec.Struct, frozen=True):
+    """Conditions every returned point meets; all of them hold at once (AND).
+
+    ``corpora`` is the caller's ACL and is never empty: a query without it is refused.
+    ``tags``: the point carries every listed tag. ``path_prefix``: whole path segments, so "docs/a"
+    matches "docs/a/x.md" and "docs/a" but not "docs/ab.md".
+    """
+
+    corpora: tuple[str, ...]
+    library: str = ""
+    version: str = ""
+    tags: tuple[str, ...] = ()
+    path_prefix: str = ""
+
+
+class HybridQuery(msgspec.Struct, frozen=True):
+    """One query against one collection. Dense and sparse both set: RRF fusion of the two candidate
+    lists inside the store; one of them set: that signal alone."""
+
+    collection: str
+    filter: PointFilter
+    limit: int
+    dense: list[float] | None = None
+    sparse: SparseVector | None = None
+    candidates: int = 50  # per-signal candidate list length before fusion
+    rrf_k: int = 60
+
+
+class ScoredHit(msgspec.Struct, frozen=True):
+    """``fused`` orders hits of one query and across collections: the RRF score, or for a
+    single-signal query the RRF score of that one list (1 / (k + rank)), so both kinds merge."""
+
+    id: str
+    fused: float
+    payload: dict[str, Any]
+    dense: float | None = None  # cosine similarity to the query vector
+    sparse: float | None = None  # BM25 score, known only for sparse-only queries
+
+
+class VectorStorePort(abc.ABC):
+    """Async vector store. ``kind`` names the backend for stats ("qdrant-local", "qdrant-server")."""
+
+    kind: str = "unknown"
+
+    @abc.abstractmethod
+    async def create_collection(self, name: str, vector_size: int, metadata: CollectionMeta) -> None:
+        """Named dense vector (cosine) + named sparse vector with IDF; CONFLICT if it exists."""
+
+    @abc.abstractmethod
+    async def delete_collection(self, name: str) -> bool:
+        """True when something was deleted."""
+
+    @abc.abstractmethod
+    async def list_collections(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None: ...
+
+    @abc.abstractmethod
+    async def scroll(
+        self,
+        name: str,
+        *,
+        offset: str | None = None,
+        limit: int = 256,
+        with_vectors: bool = False,
+        ids: Sequence[str] | None = None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        """A page of points and the next offset (None at the end); with ``ids``: exactly those found."""
+
+    @abc.abstractmethod
+    async def count(self, name: str) -> int: ...
+
+    @abc.abstractmethod
+    async def get_collection(self, name: str) -> CollectionInfo:
+        """``exists=False`` (not an error) for a missing collection; ``name`` may be an alias."""
+
+    @abc.abstractmethod
+    async def set_alias(self, alias: str, collection: str | None) -> None:
+        """Point ``alias`` at ``collection`` in one atomic step; None deletes the alias."""
+
+    @abc.abstractmethod
+    async def get_aliases(self) -> dict[str, str]:
+        """alias -> collection."""
+
+    @abc.abstractmethod
+    async def hybrid_query(self, query: HybridQuery) -> list[ScoredHit]: ...
+
+    async def close(self) -> None:
+        return None
+
+
+def path_prefixes(source_path: str) -> list[str]:
+    parts = [part for part in source_path.strip("/").split("/") if part and part != "."]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def normalize_path_prefix(prefix: str) -> str:
+    """The form stored in ``path_prefixes``: no leading "./" or "/", no trailing "/"."""
+    return "/".join(part for part in prefix.strip().strip("/").split("/") if part and part != ".")
+
+
+def rank_score(rank: int, rrf_k: int) -> float:
+    """RRF contribution of a 0-based rank in one list, the same formula Qdrant uses."""
+    return 1.0 / (rank + rrf_k)

@@ -1,0 +1,342 @@
+"""The Qdrant adapter of the vector-store port: the only module that speaks qdrant-client.
+
+It takes a ready client. ``AsyncQdrantClient(url=...)`` (a Qdrant server) is awaited directly.
+A synchronous ``QdrantClient`` — the local mode, ``QdrantClient(path=...)`` or ``(":memory:")`` — runs
+on one dedicated worker thread: local mode is pure Python (brute-force search, per-point payload
+checks) and would otherwise block the event loop for the whole query (``AsyncQdrantLocal`` does
+exactly that), and one thread also serialises writes against reads, which local mode needs.
+
+Collection metadata (CollectionMeta) is stored as Qdrant collection metadata (``metadata=``), which
+both local mode and Qdrant servers >= 1.16 keep; ``create_collection`` checks it was recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+import httpx
+import msgspec
+import numpy as np
+from qdrant_client import AsyncQdrantClient, QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
+from ragmesh_common.vectorstore.port import (
+    PATH_PREFIXES_KEY,
+    CollectionInfo,
+    HybridQuery,
+    PointFilter,
+    ScoredHit,
+    SparseVector,
+    StoredPoint,
+    VectorStorePort,
+    normalize_path_prefix,
+    path_prefixes,
+    rank_score,
+)
+
+log = logging.getLogger("ragmesh.vectorstore")
+
+# Keyword payload indexes a Qdrant server filters with (local mode has none: it checks every point).
+INDEXED_KEYWORDS = ("corpus", "library", "version", "tags", PATH_PREFIXES_KEY, "doc_id")
+
+
+class QdrantVectorStore(VectorStorePort):
+    def __init__(self, client: QdrantClient | AsyncQdrantClient, *, fast_local_commits: bool = True) -> None:
+        self.client = client
+        self._async = isinstance(client, AsyncQdrantClient)
+        self.local = type(getattr(client, "_client", None)).__name__ in ("QdrantLocal", "AsyncQdrantLocal")
+        self.kind = "qdrant-local" if self.local else "qdrant-server"
+        self._executor = None if self._async else ThreadPoolExecutor(1, thread_name_prefix="qdrant")
+        self._fast_local_commits = fast_local_commits and self.local and not self._async
+        self._tuned: set[str] = set()
+        self._closed = False
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        await self._run(self.client.close)
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    # --- collections -------------------------------------------------------------------------
+
+    async def create_collection(self, name: str, vector_size: int, metadata: CollectionMeta) -> None:
+        if vector_size <= 0:
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "vector size must be positive")
+        if await self._run(self.client.collection_exists, name):
+            raise RagmeshError(ErrorCode.CONFLICT, f"collection {name} already exists")
+        recorded = msgspec.to_builtins(metadata)
+        await self._run(
+            self.client.create_collection,
+            name,
+            vectors_config={DENSE: models.VectorParams(size=vector_size, distance=models.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            metadata=recorded,
+        )
+        if not self.local:
+            for key in INDEXED_KEYWORDS:
+                await self._run(
+                    self.client.create_payload_index, name, key, field_schema=models.PayloadSchemaType.KEYWORD
+                )
+            info = await self._run(self.client.get_collection, name)
+            if not info.config.metadata:
+                raise RagmeshError(
+                    ErrorCode.UNAVAILABLE, "the Qdrant server dropped collection metadata; it needs Qdrant >= 1.16"
+                )
+
+    async def delete_collection(self, name: str) -> bool:
+        self._tuned.discard(name)
+        return bool(await self._run(self.client.delete_collection, name))
+
+    async def list_collections(self) -> list[str]:
+        response = await self._run(self.client.get_collections)
+        return sorted(c.name for c in response.collections)
+
+    async def get_collection(self, name: str) -> CollectionInfo:
+        try:
+            info = await self._run(self.client.get_collection, name)
+        except RagmeshError as exc:
+            if exc.code == ErrorCode.NOT_FOUND:
+                return CollectionInfo(exists=False)
+            raise
+        raw = info.config.metadata
+        metadata = None
+        if raw:
+            try:
+                metadata = msgspec.convert(raw, CollectionMeta)
+            except msgspec.ValidationError:
+                log.warning("collection metadata unreadable", extra={"fields": {"collection": name}})
+        return CollectionInfo(exists=True, metadata=metadata, points=int(info.points_count or 0))
+
+    async def count(self, name: str) -> int:
+        return int((await self._run(self.client.count, name, exact=True)).count)
+
+    # --- aliases -----------------------------------------------------------------------------
+
+    async def set_alias(self, alias: str, collection: str | None) -> None:
+        operations: list[Any] = []
+        if alias in await self.get_aliases():
+            operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
+        if collection:
+            if not await self._run(self.client.collection_exists, collection):
+                raise RagmeshError(ErrorCode.NOT_FOUND, f"collection {collection} does not exist")
+            operations.append(
+                models.CreateAliasOperation(
+                    create_alias=models.CreateAlias(collection_name=collection, alias_name=alias)
+                )
+            )
+        if operations:
+            # Delete + create in one request: readers see the old or the new target, never none.
+            await self._run(self.client.update_collection_aliases, change_aliases_operations=operations)
+
+    async def get_aliases(self) -> dict[str, str]:
+        response = await self._run(self.client.get_aliases)
+        return {a.alias_name: a.collection_name for a in response.aliases}
+
+    # --- points ------------------------------------------------------------------------------
+
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
+        if not points:
+            return
+        structs = [_to_point_struct(point) for point in points]
+        if self._fast_local_commits and name not in self._tuned:
+            await self._run(self._tune_local_storage, name)
+        await self._run(self.client.upsert, name, structs)
+
+    async def scroll(
+        self,
+        name: str,
+        *,
+        offset: str | None = None,
+        limit: int = 256,
+        with_vectors: bool = False,
+        ids: Sequence[str] | None = None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        if ids is not None:
+            if not ids:
+                return [], None
+            records = await self._run(
+                self.client.retrieve, name, list(ids), with_payload=True, with_vectors=with_vectors
+            )
+            return [_from_record(r) for r in records], None
+        records, next_offset = await self._run(
+            self.client.scroll,
+            name,
+            limit=max(1, limit),
+            offset=offset or None,
+            with_payload=True,
+            with_vectors=with_vectors,
+        )
+        return [_from_record(r) for r in records], (str(next_offset) if next_offset is not None else None)
+
+    async def hybrid_query(self, query: HybridQuery) -> list[ScoredHit]:
+        point_filter = build_filter(query.filter)
+        sparse = _sparse_model(query.sparse) if query.sparse is not None and query.sparse.indices else None
+        dense = query.dense
+        if dense is not None and sparse is not None:
+            candidates = max(query.candidates, query.limit)
+            # The filter sits in each prefetch: fusion only reorders what the prefetches returned,
+            # and a second top-level filter would make local mode check every point twice.
+            response = await self._run(
+                self.client.query_points,
+                query.collection,
+                prefetch=[
+                    models.Prefetch(query=dense, using=DENSE, limit=candidates, filter=point_filter),
+                    models.Prefetch(query=sparse, using=SPARSE, limit=candidates, filter=point_filter),
+                ],
+                query=models.RrfQuery(rrf=models.Rrf(k=query.rrf_k)),
+                limit=query.limit,
+                with_payload=True,
+                with_vectors=[DENSE],
+            )
+            return [_fused_hit(p, dense) for p in response.points]
+        if dense is None and sparse is None:
+            return []
+        using, vector = (DENSE, dense) if dense is not None else (SPARSE, sparse)
+        response = await self._run(
+            self.client.query_points,
+            query.collection,
+            query=vector,
+            using=using,
+            query_filter=point_filter,
+            limit=query.limit,
+            with_payload=True,
+        )
+        return [
+            ScoredHit(
+                id=str(p.id),
+                fused=rank_score(rank, query.rrf_k),
+                payload=p.payload or {},
+                dense=float(p.score) if using == DENSE else None,
+                sparse=float(p.score) if using == SPARSE else None,
+            )
+            for rank, p in enumerate(response.points)
+        ]
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    async def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._closed:
+            raise RagmeshError(ErrorCode.UNAVAILABLE, "vector store is closed")
+        try:
+            if self._async:
+                return await method(*args, **kwargs)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, lambda: method(*args, **kwargs))
+        except RagmeshError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated to the taxonomy right here
+            raise _translate(exc) from None
+
+    def _tune_local_storage(self, name: str) -> None:
+        """WAL + synchronous=NORMAL on the collection's SQLite file: local mode commits every point
+        on its own, and a full fsync per point makes upserts ~4x slower. A process crash loses
+        nothing; an OS crash may lose the last commits of a build, which is rebuilt anyway (the alias
+        only moves after the build is verified). Reaches into qdrant-client's private attributes, so
+        any surprise just leaves the defaults."""
+        self._tuned.add(name)
+        try:
+            storage = self.client._client.collections[name].storage  # type: ignore[union-attr]
+            if storage is None:  # ":memory:"
+                return
+            storage.storage.execute("PRAGMA journal_mode=WAL")
+            storage.storage.execute("PRAGMA synchronous=NORMAL")
+        except (AttributeError, KeyError, sqlite3.Error):
+            log.info("local storage tuning skipped", extra={"fields": {"collection": name}})
+
+
+def build_filter(point_filter: PointFilter) -> models.Filter:
+    if not point_filter.corpora:
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "a query needs the caller's readable corpora")
+    must: list[models.Condition] = [
+        models.FieldCondition(key="corpus", match=models.MatchAny(any=list(point_filter.corpora)))
+    ]
+    if point_filter.library:
+        must.append(models.FieldCondition(key="library", match=models.MatchValue(value=point_filter.library)))
+    if point_filter.version:
+        must.append(models.FieldCondition(key="version", match=models.MatchValue(value=point_filter.version)))
+    for tag in point_filter.tags:
+        must.append(models.FieldCondition(key="tags", match=models.MatchValue(value=tag)))
+    prefix = normalize_path_prefix(point_filter.path_prefix)
+    if prefix:
+        must.append(models.FieldCondition(key=PATH_PREFIXES_KEY, match=models.MatchValue(value=prefix)))
+    return models.Filter(must=must)
+
+
+def _to_point_struct(point: StoredPoint) -> models.PointStruct:
+    vector: dict[str, Any] = {}
+    if point.dense is not None:
+        vector[DENSE] = list(point.dense)
+    if point.sparse is not None:
+        vector[SPARSE] = _sparse_model(point.sparse)
+    payload = dict(point.payload)
+    payload[PATH_PREFIXES_KEY] = path_prefixes(str(payload.get("source_path", "")))
+    return models.PointStruct(id=point.id, vector=vector, payload=payload)
+
+
+def _sparse_model(sparse: SparseVector) -> models.SparseVector:
+    return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
+
+def _from_record(record: Any) -> StoredPoint:
+    dense = sparse = None
+    vectors = record.vector if isinstance(record.vector, dict) else {}
+    if vectors.get(DENSE) is not None:
+        dense = [float(x) for x in vectors[DENSE]]
+    raw_sparse = vectors.get(SPARSE)
+    if raw_sparse is not None:
+        sparse = SparseVector(indices=list(raw_sparse.indices), values=list(raw_sparse.values))
+    return StoredPoint(id=str(record.id), payload=dict(record.payload or {}), dense=dense, sparse=sparse)
+
+
+def _fused_hit(point: Any, query_vector: list[float]) -> ScoredHit:
+    vectors = point.vector if isinstance(point.vector, dict) else {}
+    stored = vectors.get(DENSE)
+    return ScoredHit(
+        id=str(point.id),
+        fused=float(point.score),
+        payload=point.payload or {},
+        dense=_cosine(query_vector, stored) if stored is not None else None,
+    )
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    return float(va @ vb) / norm if norm else 0.0
+
+
+def _translate(exc: Exception) -> RagmeshError:
+    text = str(exc)
+    if isinstance(exc, UnexpectedResponse):
+        status = exc.status_code
+        if status == 404:
+            return RagmeshError(ErrorCode.NOT_FOUND, "collection not found")
+        if status == 409:
+            return RagmeshError(ErrorCode.CONFLICT, "vector store conflict")
+        if status in (400, 422):
+            log.warning("vector store rejected a request", extra={"fields": {"status": status}})
+            return RagmeshError(ErrorCode.INVALID_ARGUMENT, "vector store rejected the request")
+        return RagmeshError(ErrorCode.UNAVAILABLE, f"vector store answered {status}")
+    if isinstance(exc, (ResponseHandlingException, httpx.HTTPError, ConnectionError, TimeoutError)):
+        return RagmeshError(ErrorCode.UNAVAILABLE, "vector store unreachable")
+    if isinstance(exc, ValueError) and "not found" in text:
+        return RagmeshError(ErrorCode.NOT_FOUND, "collection not found")
+    if isinstance(exc, ValueError) and "already exists" in text:
+        return RagmeshError(ErrorCode.CONFLICT, "collection or alias already exists")
+    if isinstance(exc, RuntimeError) and "closed" in text:
+        return RagmeshError(ErrorCode.UNAVAILABLE, "vector store is closed")
+    if type(exc).__name__ in ("AioRpcError", "_InactiveRpcError"):  # prefer_grpc clients
+        return RagmeshError(ErrorCode.UNAVAILABLE, "vector store unreachable")
+    if isinstance(exc, ValueError):
+        log.warning("vector store rejected a request", extra={"fields": {"error": text[:200]}})
+        return RagmeshError(ErrorCode.INVALID_ARGUMENT, "vector store rejected the request")
+    log.exception("vector store failed")
+    return RagmeshError(ErrorCode.INTERNAL, "vector store failed")

@@ -1,0 +1,77 @@
+"""A TEI-compatible /info + /rerank double served by uvicorn in a thread.
+
+Scores a text by how many query words it contains, like a (very) poor reranker, and can be told
+to answer slowly so deadlines can be tested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+INFO = {"model_id": "fake/cross-encoder", "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}}},
+        "max_input_length": 512}
+
+
+class ThreadedUvicorn:
+    """uvicorn on an OS-chosen port in a daemon thread (signals stay with the main thread)."""
+
+    def __init__(self, app: Any) -> None:
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                                    lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("test HTTP server did not start")
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class FakeTeiRuntime:
+    def __init__(self) -> None:
+        self.delay_s = 0.0
+        self.bodies: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["path"] == "/info":
+            return await _json(send, INFO)
+        if scope["path"] != "/rerank":
+            return await _json(send, {"error": "not found"}, 404)
+        request = json.loads(body)
+        self.bodies.append(request)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        words = set(request["query"].lower().split())
+        scores = [len(words & set(text.lower().split())) / (len(words) or 1) for text in request["texts"]]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        await _json(send, [{"index": i, "score": scores[i]} for i in order])
+
+
+async def _json(send: Any, content: Any, status: int = 200) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(content).encode()})

@@ -1,0 +1,69 @@
+"""Rerank over real gRPC, against a TEI double and the real CPU runtime."""
+
+from __future__ import annotations
+
+import pytest
+from ragmesh.v1 import rerank_pb2
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.rpc.client import unary
+
+TEXTS = [
+    "Bananas are yellow and rich in potassium.",
+    "The server listens on port 8080 by default.",
+    "Change the listening port of the server with the --port flag.",
+]
+
+
+async def rerank(stub, query: str, texts: list[str], top_n: int = 0, timeout: float = 10) -> rerank_pb2.RerankResponse:
+    return await unary(stub.Rerank, rerank_pb2.RerankRequest(query=query, texts=texts, top_n=top_n),
+                       timeout=timeout, peer="rerank")
+
+
+async def test_rerank_through_tei(fake_tei, start_rerank) -> None:
+    runtime, url = fake_tei
+    stub = await start_rerank(url)
+    reply = await rerank(stub, "server port default", TEXTS, top_n=2)
+    assert [r.index for r in reply.results] == [1, 2]
+    assert reply.results[0].score >= reply.results[1].score
+    assert (reply.model_id, reply.score_kind) == ("fake/cross-encoder", "cross_encoder")
+    assert runtime.bodies[0]["texts"] == TEXTS
+
+
+async def test_rerank_through_the_cpu_runtime(cpu_runtime_url: str, start_rerank) -> None:
+    stub = await start_rerank(cpu_runtime_url)
+    reply = await rerank(stub, "which port does the server listen on", TEXTS)
+    assert sorted(r.index for r in reply.results) == [0, 1, 2]
+    assert reply.results[-1].index == 0  # bananas last
+    assert [r.score for r in reply.results] == sorted((r.score for r in reply.results), reverse=True)
+    assert reply.score_kind.startswith("minilm")  # what the runtime says it computes, not "cross_encoder"
+    assert reply.model_id
+
+
+async def test_runtime_down_is_unavailable(start_rerank, free_port) -> None:
+    stub = await start_rerank(f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(RagmeshError) as caught:
+        await rerank(stub, "q", TEXTS)
+    assert caught.value.code is ErrorCode.UNAVAILABLE
+
+
+async def test_callers_deadline_is_honoured(fake_tei, start_rerank) -> None:
+    runtime, url = fake_tei
+    runtime.delay_s = 5
+    stub = await start_rerank(url)
+    with pytest.raises(RagmeshError) as caught:
+        await rerank(stub, "q", TEXTS, timeout=0.5)
+    assert caught.value.code is ErrorCode.DEADLINE_EXCEEDED
+
+
+@pytest.mark.parametrize(("query", "texts", "code"), [
+    ("", TEXTS, ErrorCode.QUERY_EMPTY),
+    ("q", ["t"] * 201, ErrorCode.INVALID_ARGUMENT),
+])
+async def test_invalid_input(fake_tei, start_rerank, query: str, texts: list[str], code: ErrorCode) -> None:
+    runtime, url = fake_tei
+    stub = await start_rerank(url)
+    with pytest.raises(RagmeshError) as caught:
+        await rerank(stub, query, texts)
+    assert caught.value.code is code
+    assert runtime.bodies == []
