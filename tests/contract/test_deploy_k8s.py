@@ -1,0 +1,152 @@
+"""Contract of the Kubernetes base (deploy/k8s): structure, probes, non-root pods, and agreement with
+the ports and variables the compose files use. Read as YAML; `kubectl kustomize` renders it where
+kubectl is installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "deploy/k8s/base"
+GRPC_SERVICES = ("retrieval", "rerank", "generation", "indexer")
+HTTP_SERVICES = ("gateway", "runtime")
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+
+
+def base_resources() -> list[dict[str, Any]]:
+    kustomization = documents(BASE / "kustomization.yaml")[0]
+    return [doc for name in kustomization["resources"] for doc in documents(BASE / name)]
+
+
+def of_kind(kind: str) -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in base_resources() if doc["kind"] == kind}
+
+
+def test_the_kustomization_lists_existing_files_and_every_image() -> None:
+    kustomization = documents(BASE / "kustomization.yaml")[0]
+    for name in kustomization["resources"]:
+        assert (BASE / name).is_file(), name
+    on_disk = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml"}
+    assert on_disk == set(kustomization["resources"]), "a manifest is not listed (or listed twice)"
+    images = {entry["name"] for entry in kustomization["images"]}
+    assert images == {f"ragmesh/{name}" for name in (*GRPC_SERVICES, *HTTP_SERVICES)}
+
+
+def test_every_service_has_a_deployment_and_a_service_on_its_default_port() -> None:
+    from ragmesh_common.settings import DEFAULT_PORTS, METRICS_PORTS
+
+    deployments, services = of_kind("Deployment"), of_kind("Service")
+    assert set(deployments) == set(services) == {*GRPC_SERVICES, *HTTP_SERVICES}
+    for name, deployment in deployments.items():
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"ragmesh/{name}:dev"
+        ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+        service_ports = {port["name"]: port["port"] for port in services[name]["spec"]["ports"]}
+        if name in GRPC_SERVICES:
+            assert ports == service_ports == {"grpc": DEFAULT_PORTS[name], "metrics": METRICS_PORTS[name]}
+        else:
+            assert ports == service_ports == {"http": DEFAULT_PORTS[name]}
+        # The ConfigMap holds the addresses clients use; each pod listens on its own interfaces.
+        own = {variable["name"]: variable["value"] for variable in container.get("env", [])}
+        if name in GRPC_SERVICES:
+            assert own[f"RAGMESH_{name.upper()}_ADDR"] == f"0.0.0.0:{DEFAULT_PORTS[name]}", name
+        else:
+            assert own[f"RAGMESH_{name.upper()}_HOST"] == "0.0.0.0", name
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        assert (
+            services[name]["spec"]["selector"]
+            == selector
+            == deployment["spec"]["template"]["metadata"]["labels"]
+        )
+
+
+def test_pods_run_as_non_root_read_only_with_probes_and_limits() -> None:
+    for name, deployment in of_kind("Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+        assert pod["automountServiceAccountToken"] is False
+        (container,) = pod["containers"]
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert container["resources"]["limits"]["memory"] and container["resources"]["limits"]["cpu"]
+        mounts = {mount["mountPath"] for mount in container["volumeMounts"]}
+        assert {"/tmp", "/var/lib/ragmesh"} <= mounts, f"{name} cannot write its state on a read-only root"
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            check = container[probe]
+            if name in GRPC_SERVICES:
+                assert check["grpc"]["port"] == container["ports"][0]["containerPort"], f"{name} {probe}"
+            else:
+                assert check["httpGet"]["port"] == "http", f"{name} {probe}"
+        if name == "gateway":
+            assert container["readinessProbe"]["httpGet"]["path"] == "/health/ready"
+            assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
+
+
+def test_the_config_map_matches_the_compose_environment() -> None:
+    config = of_kind("ConfigMap")["ragmesh-env"]["data"]
+    compose = yaml.safe_load((ROOT / "deploy/compose.core.yml").read_text(encoding="utf-8"))
+    environment = compose["x-ragmesh-env"]
+    # Same variables; values differ only where compose interpolates from the shell.
+    assert set(config) == set(environment) - {"RAGMESH_LLM_MODEL"}
+    for key, value in config.items():
+        if "${" not in str(environment[key]):
+            assert value == environment[key], key
+
+
+def test_secrets_are_mounted_as_files_never_put_in_the_environment() -> None:
+    for name, deployment in of_kind("Deployment").items():
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        for variable in container.get("env", []):
+            assert "valueFrom" not in variable and "secretKeyRef" not in str(variable), name
+    gateway = of_kind("Deployment")["gateway"]["spec"]["template"]["spec"]
+    (secret_volume,) = [v for v in gateway["volumes"] if "secret" in v]
+    paths = {item["path"] for item in secret_volume["secret"]["items"]}
+    assert paths == {"ragmesh_postgres_url"}
+
+
+def test_the_gateway_scales_and_survives_disruption() -> None:
+    assert of_kind("Deployment")["gateway"]["spec"]["replicas"] == 2
+    autoscaler = of_kind("HorizontalPodAutoscaler")["gateway"]
+    assert autoscaler["spec"]["minReplicas"] == 2 and autoscaler["spec"]["maxReplicas"] > 2
+    assert of_kind("PodDisruptionBudget")["gateway"]["spec"]["minAvailable"] == 1
+
+
+def test_the_index_job_runs_the_ci_command_once() -> None:
+    (job,) = documents(ROOT / "deploy/k8s/jobs/index-ci.yaml")
+    assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:4] == ["ragmesh", "index", "ci", "--corpus"]
+    assert job["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    # The indexer reads the folder the job names: both mount the same claim at the same path.
+    indexer = of_kind("Deployment")["indexer"]["spec"]["template"]["spec"]
+    claims = [
+        {
+            (v["name"], v["persistentVolumeClaim"]["claimName"])
+            for v in pod["volumes"]
+            if "persistentVolumeClaim" in v
+        }
+        for pod in (job["spec"]["template"]["spec"], indexer)
+    ]
+    assert claims[0] == claims[1] == {("corpora", "ragmesh-corpora")}
+    assert container["command"][4].startswith("/corpora/")
+
+
+def test_kubectl_renders_the_base() -> None:
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("kubectl is not installed; the YAML checks above still ran")
+    result = subprocess.run([kubectl, "kustomize", str(BASE)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc]
+    assert kinds.count("Deployment") == 6
