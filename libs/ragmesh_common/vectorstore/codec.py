@@ -7,7 +7,15 @@ from ragmesh.v1 import vectorstore_pb2
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import CollectionMeta
-from ragmesh_common.vectorstore.port import SparseVector, StoredPoint
+from ragmesh_common.vectorstore.port import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_RRF_K,
+    HybridQuery,
+    PointFilter,
+    ScoredHit,
+    SparseVector,
+    StoredPoint,
+)
 
 _payload_decoder = msgspec.json.Decoder(dict)
 _meta_decoder = msgspec.json.Decoder(CollectionMeta)
@@ -48,3 +56,59 @@ def meta_from_json(data: bytes) -> CollectionMeta:
         return _meta_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "collection metadata is not a valid CollectionMeta") from None
+
+
+def query_to_proto(query: HybridQuery) -> vectorstore_pb2.QueryRequest:
+    f = query.filter
+    message = vectorstore_pb2.QueryRequest(
+        collection=query.collection,
+        filter=vectorstore_pb2.PointFilter(corpora=list(f.corpora), library=f.library, version=f.version,
+                                           tags=list(f.tags), path_prefix=f.path_prefix),
+        limit=query.limit, candidates=query.candidates, rrf_k=query.rrf_k,
+    )
+    if query.dense is not None:
+        message.dense.extend(query.dense)
+    if query.sparse is not None:
+        message.sparse_indices.extend(query.sparse.indices)
+        message.sparse_values.extend(query.sparse.values)
+    return message
+
+
+def query_from_proto(message: vectorstore_pb2.QueryRequest) -> HybridQuery:
+    if len(message.sparse_indices) != len(message.sparse_values):
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "sparse indices and values differ in length")
+    if message.limit < 1 or message.rrf_k < 0 or message.candidates < 0:
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "query limit must be positive, candidates and rrf_k >= 0")
+    f = message.filter
+    sparse = None
+    if message.sparse_indices:
+        sparse = SparseVector(indices=list(message.sparse_indices), values=list(message.sparse_values))
+    return HybridQuery(
+        collection=message.collection,
+        filter=PointFilter(corpora=tuple(f.corpora), library=f.library, version=f.version,
+                           tags=tuple(f.tags), path_prefix=f.path_prefix),
+        limit=message.limit,
+        dense=list(message.dense) or None,
+        sparse=sparse,
+        candidates=message.candidates or DEFAULT_CANDIDATES,
+        rrf_k=message.rrf_k or DEFAULT_RRF_K,
+    )
+
+
+def hit_to_proto(hit: ScoredHit) -> vectorstore_pb2.ScoredPoint:
+    message = vectorstore_pb2.ScoredPoint(id=hit.id, fused=hit.fused, payload_json=msgspec.json.encode(hit.payload))
+    if hit.dense is not None:
+        message.dense = hit.dense
+    if hit.sparse is not None:
+        message.sparse = hit.sparse
+    return message
+
+
+def hit_from_proto(message: vectorstore_pb2.ScoredPoint) -> ScoredHit:
+    return ScoredHit(
+        id=message.id,
+        fused=message.fused,
+        payload=_payload_decoder.decode(message.payload_json) if message.payload_json else {},
+        dense=message.dense if message.HasField("dense") else None,
+        sparse=message.sparse if message.HasField("sparse") else None,
+    )

@@ -10,10 +10,16 @@ from typing import Sequence
 import grpc
 from ragmesh.v1 import vectorstore_pb2, vectorstore_pb2_grpc
 
-from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import CollectionMeta
 from ragmesh_common.rpc.client import unary
-from ragmesh_common.vectorstore.codec import meta_from_json, meta_to_json, point_from_proto, point_to_proto
+from ragmesh_common.vectorstore.codec import (
+    hit_from_proto,
+    meta_from_json,
+    meta_to_json,
+    point_from_proto,
+    point_to_proto,
+    query_to_proto,
+)
 from ragmesh_common.vectorstore.port import (
     CollectionInfo,
     HybridQuery,
@@ -90,9 +96,8 @@ class GrpcVectorStore(VectorStorePort):
         return {entry.alias: entry.collection for entry in reply.aliases}
 
     async def hybrid_query(self, query: HybridQuery) -> list[ScoredHit]:
-        raise RagmeshError(
-            ErrorCode.INTERNAL, "searches go through ragmesh.v1.Retrieval, not the VectorStore service"
-        )
+        reply = await self._call(self.stub.Query, query_to_proto(query))
+        return [hit_from_proto(p) for p in reply.points]
 
     async def _call(self, method, request, *, timeout: float | None = None):  # type: ignore[no-untyped-def]
         return await unary(method, request, timeout=timeout or self.timeout, peer=PEER)

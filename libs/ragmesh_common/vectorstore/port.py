@@ -20,6 +20,8 @@ from ragmesh_common.index_schema import CollectionMeta
 # parent folders ("docs/a/b.md" -> ["docs", "docs/a", "docs/a/b.md"]). Qdrant has no prefix match on
 # keyword fields, so a path-prefix filter becomes one exact match on this list.
 PATH_PREFIXES_KEY = "path_prefixes"
+DEFAULT_CANDIDATES = 50
+DEFAULT_RRF_K = 60  # the constant of Cormack et al.; Qdrant's own default is 2
 
 
 class SparseVector(msgspec.Struct, frozen=True):
@@ -66,8 +68,8 @@ class HybridQuery(msgspec.Struct, frozen=True):
     limit: int
     dense: list[float] | None = None
     sparse: SparseVector | None = None
-    candidates: int = 50  # per-signal candidate list length before fusion
-    rrf_k: int = 60
+    candidates: int = DEFAULT_CANDIDATES  # per-signal candidate list length before fusion
+    rrf_k: int = DEFAULT_RRF_K
 
 
 class ScoredHit(msgspec.Struct, frozen=True):

@@ -9,7 +9,6 @@ from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.rpc.server import GrpcServer
 from ragmesh_common.settings import describe
 
-from ragmesh_rerank import metrics
 from ragmesh_rerank.ports import Reranker
 from ragmesh_rerank.service import RerankService
 from ragmesh_rerank.servicer import RerankServicer
@@ -34,7 +33,6 @@ def build_server(settings: RerankSettings, reranker: Reranker | None = None) -> 
 
 
 async def serve(settings: RerankSettings) -> None:
-    metrics.export()
     server, reranker = build_server(settings)
     log.info("starting", extra={"fields": {"settings": describe(settings)}})
     await server.start()

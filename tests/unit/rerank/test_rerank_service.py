@@ -100,12 +100,7 @@ async def test_runtime_errors_keep_their_code(code: ErrorCode) -> None:
 
 
 async def test_stage_duration_metric_is_recorded() -> None:
-    from prometheus_client import CollectorRegistry
-
-    from ragmesh_rerank import metrics
-
-    registry = CollectorRegistry()
-    metrics.export(registry)
+    from prometheus_client import REGISTRY as registry
 
     def observed() -> float:
         return registry.get_sample_value("ragmesh_retrieval_stage_duration_seconds_count", {"stage": "rerank"}) or 0

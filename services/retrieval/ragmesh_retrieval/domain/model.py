@@ -1,0 +1,95 @@
+"""Retrieval's domain types; the servicer maps them to and from protobuf."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class SearchLimits(msgspec.Struct, frozen=True):
+    max_query_chars: int = 2000
+    max_top_k: int = 50
+    max_libraries: int = 8
+    # Cosine similarity of the query vector and a hit's dense vector. RRF scores only rank, they say
+    # nothing about relevance, so the threshold is on the dense signal; sparse-only (degraded)
+    # searches have no such signal and apply no threshold.
+    min_dense_score: float = 0.2
+    candidates: int = 50
+    rrf_k: int = 60
+    embed_timeout_s: float = 3.0
+
+
+class SearchInput(msgspec.Struct, frozen=True):
+    query: str
+    top_k: int
+    readable_corpora: tuple[str, ...]
+    corpora: tuple[str, ...] = ()
+    library: str = ""
+    version: str = ""
+    tags: tuple[str, ...] = ()
+    path_prefix: str = ""
+    include_content: bool = False
+
+
+class Chunk(msgspec.Struct):
+    chunk_id: str
+    parent_id: str
+    doc_id: str
+    corpus: str
+    library: str
+    version: str
+    title: str
+    heading_path: list[str]
+    url: str
+    quote: str
+    content: str
+    source_path: str
+    line_start: int
+    line_end: int
+    page: int
+    tags: list[str]
+    download_path: str
+    index_version: str
+
+
+class ScoredChunk(msgspec.Struct):
+    chunk: Chunk
+    scores: dict[str, float]
+
+
+class SearchOutcome(msgspec.Struct):
+    results: list[ScoredChunk]
+    query_mode: str
+    index_versions: list[str]
+    degraded: list[str] = []
+    filtered_by_threshold: int = 0
+    hint: str = ""
+    top_k_truncated: bool = False
+    skipped_libraries: list[str] = []
+
+
+class ChunkBatch(msgspec.Struct):
+    chunks: list[Chunk]
+    missing: list[str]
+
+
+class CorpusSummary(msgspec.Struct):
+    corpus: str
+    library: str
+    version: str
+    visibility: str
+    active_index_version: str
+    points: int
+    documents: int
+    state: str
+    license: str
+    source_url: str
+
+
+class StoreStats(msgspec.Struct):
+    corpora: int
+    points: int
+    documents: int
+    embedding_model: str
+    vector_size: int
+    lexical_tokenizer: str
+    store: str

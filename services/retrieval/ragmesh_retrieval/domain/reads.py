@@ -1,0 +1,95 @@
+"""Reads that are not searches: chunks by id pinned to an index version, corpus listing, totals."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.index_schema import collection_name, index_version_of
+from ragmesh_common.vectorstore.port import VectorStorePort
+
+from ragmesh_retrieval.domain.catalog import CorpusCatalog
+from ragmesh_retrieval.domain.chunks import chunk_from_payload
+from ragmesh_retrieval.domain.model import Chunk, ChunkBatch, CorpusSummary, StoreStats
+from ragmesh_retrieval.domain.validation import validated_chunk_ids, validated_index_version
+
+
+class CorpusDirectory:
+    def __init__(self, store: VectorStorePort, catalog: CorpusCatalog) -> None:
+        self.store = store
+        self.catalog = catalog
+
+    async def batch_get(
+        self, chunk_ids: list[str], index_version: str, readable_corpora: list[str], include_content: bool
+    ) -> ChunkBatch:
+        """Chunks from exactly ``index_version`` (a version or a full collection name); empty means the
+        active versions. A version no readable corpus has (retired, unknown, or unreadable) is
+        INDEX_VERSION_GONE: never a silent switch to the active index."""
+        ids = validated_chunk_ids(chunk_ids)
+        version = validated_index_version(index_version)
+        if "__" in version:
+            version = index_version_of(version)
+        if not ids:
+            return ChunkBatch(chunks=[], missing=[])
+        readable = set(readable_corpora)
+        collections = await self._collections(version, readable)
+        if not collections:
+            if version:
+                raise RagmeshError(ErrorCode.INDEX_VERSION_GONE, "that index version is not available",
+                                   {"index_version": version})
+            return ChunkBatch(chunks=[], missing=list(ids))
+        pages = await asyncio.gather(*(self.store.scroll(c, ids=ids) for c in collections))
+        found: dict[str, Chunk] = {}
+        for collection, (points, _) in zip(collections, pages):
+            for point in points:
+                if point.id in found or point.payload.get("corpus") not in readable:
+                    continue
+                chunk = chunk_from_payload(point.payload, collection, include_content=include_content)
+                if chunk is not None:
+                    found[point.id] = chunk
+        return ChunkBatch(chunks=[found[i] for i in ids if i in found], missing=[i for i in ids if i not in found])
+
+    async def _collections(self, version: str, readable: set[str]) -> list[str]:
+        if not version:
+            return [c.collection for c in await self.catalog.readable(readable)]
+        existing = set(await self.store.list_collections())
+        # The ids' corpus is unknown: every readable corpus's collection of that version is a candidate.
+        return sorted({collection_name(c, version) for c in readable} & existing)
+
+    async def list_corpora(self, readable_corpora: list[str]) -> list[CorpusSummary]:
+        active = await self.catalog.readable(readable_corpora)
+        counts = await asyncio.gather(*(self.store.count(c.collection) for c in active), return_exceptions=True)
+        summaries = []
+        for entry, count in zip(active, counts):
+            if isinstance(count, RagmeshError) and count.code == ErrorCode.NOT_FOUND:
+                continue  # swapped away and dropped since the catalog was read
+            if isinstance(count, BaseException):
+                raise count
+            corpus = entry.meta.corpus
+            summaries.append(CorpusSummary(
+                corpus=entry.corpus, library=corpus.library, version=corpus.version,
+                visibility=corpus.visibility, active_index_version=entry.index_version,
+                points=count, documents=entry.meta.documents, state="active" if count else "empty",
+                license=corpus.license, source_url=corpus.source_url,
+            ))
+        return summaries
+
+    async def stats(self, readable_corpora: list[str]) -> StoreStats:
+        summaries = await self.list_corpora(readable_corpora)
+        listed = {s.corpus for s in summaries}
+        metas = [c.meta for c in await self.catalog.readable(readable_corpora) if c.corpus in listed]
+        return StoreStats(
+            corpora=len(summaries),
+            points=sum(s.points for s in summaries),
+            documents=sum(s.documents for s in summaries),
+            embedding_model=_most_common(m.embedding_model for m in metas),
+            vector_size=int(_most_common(m.vector_size for m in metas) or 0),
+            lexical_tokenizer=_most_common(m.lexical_version for m in metas),
+            store=self.store.kind,
+        )
+
+
+def _most_common(values) -> str | int:  # type: ignore[no-untyped-def]
+    counted = Counter(values).most_common(1)
+    return counted[0][0] if counted else ""
