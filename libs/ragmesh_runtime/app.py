@@ -1,0 +1,52 @@
+"""Composition root of the model runtime: settings in, a ready Litestar app out.
+
+Models load here, once and before the app exists, so a process that accepts connections can
+already answer; a model file failing its sha256 check stops it here too.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
+
+from ragmesh_runtime.http.errors import handle_exception
+from ragmesh_runtime.http.metrics import RuntimeMetrics, metrics_endpoint
+from ragmesh_runtime.http.openai_routes import OpenAiController
+from ragmesh_runtime.http.tei_routes import TeiController
+from ragmesh_runtime.models import LoadedModels, load_models
+from ragmesh_runtime.service import RuntimeService
+from ragmesh_runtime.settings import RuntimeSettings, load_settings
+
+log = logging.getLogger("ragmesh_runtime")
+
+
+def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | None = None) -> Litestar:
+    """Build the app; pass ``models`` to share already-loaded models (tests, benchmarks)."""
+    settings = settings or load_settings()
+    models = models or load_models(settings)
+    service = RuntimeService(models, settings)
+    metrics = RuntimeMetrics()
+    log.info(
+        "runtime ready: rerank=%s generator=%s models loaded in %.2fs",
+        service.scorer.name,
+        settings.generator.model_id,
+        models.load_seconds,
+    )
+    app = Litestar(
+        route_handlers=[TeiController, OpenAiController, metrics_endpoint],
+        exception_handlers={Exception: handle_exception},
+        state=State({"runtime_service": service, "runtime_metrics": metrics}),
+        request_max_body_size=settings.server.max_body_bytes,
+        on_shutdown=[service.close],
+        openapi_config=None,
+        # Spans continue the caller's W3C traceparent, so a query's trace reaches the models.
+        plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(exclude=["/health", "/metrics"]))],
+        logging_config=None,  # the process's logging is set up once, by ragmesh_common.telemetry
+        debug=False,
+    )
+    # Outermost, so that routing failures (404/405) are counted too.
+    app.asgi_handler = metrics.middleware(app.asgi_handler)
+    return app

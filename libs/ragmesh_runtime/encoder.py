@@ -1,0 +1,109 @@
+"""all-MiniLM-L6-v2 (int8 ONNX) as a sentence encoder: WordPiece ids in, unit vectors out.
+
+Synchronous and CPU-bound by design: the service runs every call on its single inference thread,
+which keeps ONNX Runtime's own thread pool the only parallelism and the event loop free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ragmesh_runtime.pooling import l2_normalize, mean_pool
+
+
+class MiniLmEncoder:
+    dimension = 384
+    # sentence-transformers' max_seq_length for this model (the position table allows 512, but
+    # the model was trained on sequences of at most 256 tokens).
+    max_input_tokens = 256
+
+    def __init__(self, session, tokenizer, *, batch_size: int = 32, max_batch_tokens: int = 8192) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+        self._batch_size = max(1, batch_size)
+        self._max_batch_tokens = max(self.max_input_tokens, max_batch_tokens)
+        self._cls = tokenizer.token_to_id("[CLS]")
+        self._sep = tokenizer.token_to_id("[SEP]")
+        self._input_names = {i.name for i in session.get_inputs()}
+
+    @classmethod
+    def load(
+        cls,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        threads: int,
+        allow_spinning: bool = False,
+        batch_size: int = 32,
+        max_batch_tokens: int = 8192,
+    ) -> MiniLmEncoder:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
+        session = onnxruntime.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        # The shipped tokenizer.json pads and truncates to 128; this class does both itself.
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        return cls(session, tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """WordPiece ids of each text, without [CLS]/[SEP] and without truncation."""
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [encoding.ids for encoding in encodings]
+
+    def sequence(self, content_ids: Sequence[int], max_tokens: int | None = None) -> list[int]:
+        """[CLS] + ids + [SEP], the ids cut so that the whole sequence fits ``max_tokens``."""
+        limit = (max_tokens or self.max_input_tokens) - 2
+        return [self._cls, *content_ids[:limit], self._sep]
+
+    def embed(self, texts: Sequence[str], normalize: bool = True) -> np.ndarray:
+        """Vectors of ``texts``, each truncated to ``max_input_tokens``."""
+        return self.embed_sequences([self.sequence(ids) for ids in self.token_ids(texts)], normalize)
+
+    def embed_sequences(self, sequences: Sequence[Sequence[int]], normalize: bool = True) -> np.ndarray:
+        """Vectors of ready id sequences (with specials), batched by length to keep padding small."""
+        out = np.empty((len(sequences), self.dimension), dtype=np.float32)
+        if not sequences:
+            return out
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        for batch in self._batches(order, sequences):
+            out[batch] = self._run([sequences[i] for i in batch])
+        return l2_normalize(out) if normalize else out
+
+    def _batches(self, order: list[int], sequences: Sequence[Sequence[int]]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for index in order:  # ascending length: the newest member is the longest
+            padded_cost = len(sequences[index]) * (len(current) + 1)
+            if current and (len(current) >= self._batch_size or padded_cost > self._max_batch_tokens):
+                batches.append(current)
+                current = []
+            current.append(index)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _run(self, sequences: list[Sequence[int]]) -> np.ndarray:
+        width = max(len(s) for s in sequences)
+        input_ids = np.zeros((len(sequences), width), dtype=np.int64)
+        attention_mask = np.zeros((len(sequences), width), dtype=np.int64)
+        for row, ids in enumerate(sequences):
+            input_ids[row, : len(ids)] = ids
+            attention_mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        return mean_pool(hidden, attention_mask)

@@ -1,0 +1,1 @@
+"""The extractive answerer behind /v1/chat/completions: it copies evidence sentences, it does not write."""

@@ -1,0 +1,1 @@
+"""HTTP edge of the runtime: TEI- and OpenAI-shaped routes, error bodies, metrics."""

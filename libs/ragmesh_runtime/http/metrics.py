@@ -1,0 +1,72 @@
+"""Prometheus metrics of the runtime: requests and their duration per endpoint, and /metrics itself.
+
+Each app gets its own registry, so several apps in one process (tests) never collide. Unknown
+paths are counted under endpoint="other" so a scanner cannot blow up the label set.
+"""
+
+from __future__ import annotations
+
+import time
+
+from litestar import Request, Response, get
+from litestar.types import ASGIApp, Receive, Scope, Send
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+ENDPOINTS = frozenset(
+    {"/embed", "/rerank", "/info", "/health", "/metrics", "/v1/chat/completions", "/v1/models"}
+)
+
+
+class RuntimeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "ragmesh_runtime_requests_total",
+            "HTTP requests received by the model runtime, by endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "ragmesh_runtime_request_duration_seconds",
+            "Time from request start to the last byte of the response, by endpoint.",
+            ["endpoint"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=self.registry,
+        )
+        self.responses = Counter(
+            "ragmesh_runtime_responses_total",
+            "HTTP responses sent by the model runtime, by endpoint and status code.",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+
+    def middleware(self, app: ASGIApp) -> ASGIApp:
+        async def measured(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            path = scope["path"].rstrip("/") or "/"
+            endpoint = path if path in ENDPOINTS else "other"
+            self.requests.labels(endpoint).inc()
+            started = time.perf_counter()
+            status = "500"
+
+            async def send_and_note_status(message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = str(message["status"])
+                await send(message)
+
+            try:
+                await app(scope, receive, send_and_note_status)
+            finally:
+                self.duration.labels(endpoint).observe(time.perf_counter() - started)
+                self.responses.labels(endpoint, status).inc()
+
+        return measured
+
+
+@get("/metrics", sync_to_thread=False)
+def metrics_endpoint(request: Request) -> Response[bytes]:
+    registry = request.app.state.runtime_metrics.registry
+    return Response(content=generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,116 @@
+"""Hugging Face TEI's HTTP API: /embed, /rerank, /info, /health.
+
+The wire format follows TEI's OpenAPI document, so a real TEI container can replace this process
+by configuration alone. /info adds a "ragmesh" object that says plainly what is computed here.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import State
+from litestar.di import Provide
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_runtime import __version__
+from ragmesh_runtime.http.schemas import EmbedRequest, RerankRequest, decode_body
+from ragmesh_runtime.model_files import MINILM_ONNX
+from ragmesh_runtime.service import RuntimeService
+
+EMBEDDING_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+
+
+def provide_service(state: State) -> RuntimeService:
+    return state.runtime_service
+
+
+def _json(content: object, status: int = 200) -> Response[bytes]:
+    return Response(content=msgspec.json.encode(content), status_code=status, media_type="application/json")
+
+
+class TeiController(Controller):
+    dependencies = {"service": Provide(provide_service, sync_to_thread=False)}
+
+    @post("/embed", status_code=200)
+    async def embed(self, request: Request, service: RuntimeService) -> Response[bytes]:
+        body = decode_body(await request.body(), EmbedRequest)
+        if body.prompt_name is not None:
+            raise RagmeshError(
+                ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts"
+            )
+        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        vectors = await service.embed(
+            texts, body.normalize, body.truncate, truncate_left=body.truncation_direction.lower() == "left"
+        )
+        return _json(vectors.tolist())
+
+    @post("/rerank", status_code=200)
+    async def rerank(self, request: Request, service: RuntimeService) -> Response[bytes]:
+        body = decode_body(await request.body(), RerankRequest)
+        raw = await service.rerank(body.query, body.texts, body.truncate)
+        # TEI's non-raw scores live in [0, 1]; a cosine is clamped into that range, not rescaled.
+        scores = raw if body.raw_scores else raw.clip(0.0, 1.0)
+        order = sorted(range(len(body.texts)), key=lambda i: (-float(scores[i]), i))
+        ranks = []
+        for index in order:
+            rank: dict[str, object] = {"index": index, "score": float(scores[index])}
+            if body.return_text:
+                rank["text"] = body.texts[index]
+            ranks.append(rank)
+        return _json(ranks)
+
+    @get("/info")
+    async def info(self, service: RuntimeService) -> Response[bytes]:
+        return _json(build_info(service))
+
+    @get("/health")
+    async def health(self, service: RuntimeService) -> Response[bytes]:
+        await service.check_health()
+        return Response(content=b"", status_code=200, media_type="text/plain")
+
+
+def build_info(service: RuntimeService) -> dict[str, object]:
+    settings = service.settings
+    encoder = service.models.encoder
+    generator = settings.generator
+    return {
+        # TEI's fields, describing the embedding model this process serves.
+        "model_id": EMBEDDING_MODEL_ID,
+        "model_sha": MINILM_ONNX.sha256,
+        "model_dtype": "int8",
+        "model_type": {"embedding": {"pooling": "mean"}},
+        "max_concurrent_requests": settings.server.max_concurrent_requests,
+        "max_input_length": encoder.max_input_tokens,
+        "max_batch_tokens": settings.embedding.max_batch_tokens,
+        "max_batch_requests": None,
+        "max_client_batch_size": settings.embedding.max_client_batch_size,
+        "auto_truncate": settings.embedding.auto_truncate,
+        "tokenization_workers": 1,
+        "version": __version__,
+        "sha": None,
+        "docker_label": None,
+        # What really happens behind each route; not part of TEI's schema.
+        "ragmesh": {
+            "runtime": "ragmesh-runtime (CPU, ONNX Runtime)",
+            "endpoints": {
+                "/embed": (
+                    f"all-MiniLM-L6-v2 int8 ONNX, {encoder.dimension}-d, mean pooling over the attention "
+                    f"mask, L2-normalised when normalize=true; inputs cut at {encoder.max_input_tokens} "
+                    "tokens when truncate=true"
+                ),
+                "/rerank": service.scorer.description,
+                "/v1/chat/completions": (
+                    "extractive, not an LLM: copies the 1-"
+                    f"{generator.max_sentences} evidence sentences closest to the question (MiniLM "
+                    f"cosine + {generator.lexical_weight} x term overlap) verbatim, each followed by its "
+                    f"[S#]; answers INSUFFICIENT_EVIDENCE when the best score is below {generator.min_score}"
+                ),
+            },
+            "rerank_method": service.scorer.name,
+            "rerank_scores": "raw_scores=false clamps the score to [0, 1]; it is not a probability",
+            "generator_model_id": generator.model_id,
+            "model_files": [verified.describe() for verified in service.models.files],
+            "model_load_seconds": round(service.models.load_seconds, 3),
+            "network": "none: weights come from installed packages; hub downloads are disabled",
+        },
+    }

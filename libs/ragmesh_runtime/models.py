@@ -1,0 +1,53 @@
+"""Load the runtime's models once, from verified files inside installed packages."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from ragmesh_runtime.encoder import MiniLmEncoder
+from ragmesh_runtime.model_files import (
+    MINILM_ONNX,
+    MINILM_TOKENIZER,
+    WORDLLAMA_TOKENIZER,
+    WORDLLAMA_WEIGHTS,
+    VerifiedFile,
+    enforce_offline,
+    verify,
+)
+from ragmesh_runtime.settings import RuntimeSettings
+from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
+
+
+@dataclass(frozen=True)
+class LoadedModels:
+    encoder: MiniLmEncoder
+    wordllama: WordLlamaSimilarity | None
+    files: tuple[VerifiedFile, ...]
+    load_seconds: float
+
+
+def load_models(settings: RuntimeSettings) -> LoadedModels:
+    """Verify every file against its pin, then load; raises ModelIntegrityError on any mismatch."""
+    started = time.perf_counter()
+    enforce_offline()
+    # Only matters for OpenMP builds of ONNX Runtime, and must be set before it is imported.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    onnx_file, tokenizer_file = verify(MINILM_ONNX), verify(MINILM_TOKENIZER)
+    embedding = settings.embedding
+    encoder = MiniLmEncoder.load(
+        onnx_file.path,
+        tokenizer_file.path,
+        threads=embedding.threads,
+        allow_spinning=embedding.allow_spinning,
+        batch_size=embedding.batch_size,
+        max_batch_tokens=embedding.max_batch_tokens,
+    )
+    files = [onnx_file, tokenizer_file]
+    wordllama = None
+    if settings.rerank.uses_wordllama:
+        weights, tokenizer = verify(WORDLLAMA_WEIGHTS), verify(WORDLLAMA_TOKENIZER)
+        wordllama = WordLlamaSimilarity.load(weights.path.parent.parent)
+        files += [weights, tokenizer]
+    return LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started)

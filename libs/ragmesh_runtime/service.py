@@ -1,0 +1,160 @@
+"""The runtime's application service: input limits, admission, and model work off the event loop.
+
+HTTP routes translate wire formats and call this; it knows nothing about HTTP. Every model call
+runs on one dedicated thread: ONNX Runtime already spreads a batch over all cores, so a second
+inference thread would only make two batches fight for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.telemetry import query_hash
+from ragmesh_runtime.generator.extractive import ExtractiveAnswer, ExtractiveAnswerer
+from ragmesh_runtime.generator.prompt_protocol import ChatTurn, parse_evidence_prompt
+from ragmesh_runtime.models import LoadedModels
+from ragmesh_runtime.relevance import RelevanceScorer, build_scorer
+from ragmesh_runtime.settings import RuntimeSettings
+
+log = logging.getLogger("ragmesh_runtime")
+T = TypeVar("T")
+
+
+class InferenceExecutor:
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmesh-inference")
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RuntimeService:
+    def __init__(
+        self,
+        models: LoadedModels,
+        settings: RuntimeSettings,
+        executor: InferenceExecutor | None = None,
+        scorer: RelevanceScorer | None = None,
+    ) -> None:
+        self.models = models
+        self.settings = settings
+        self.executor = executor or InferenceExecutor()
+        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama)
+        self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
+        self._in_flight = 0
+        self.started_at = time.time()
+
+    # -- embeddings -------------------------------------------------------------------------
+    async def embed(
+        self, texts: Sequence[str], normalize: bool, truncate: bool | None, truncate_left: bool = False
+    ) -> np.ndarray:
+        self._check_texts(texts, "inputs")
+        truncate = self._truncate(truncate)
+        with self._admitted():
+            return await self.executor.run(self._embed_now, list(texts), normalize, truncate, truncate_left)
+
+    def _embed_now(
+        self, texts: list[str], normalize: bool, truncate: bool, truncate_left: bool
+    ) -> np.ndarray:
+        encoder = self.models.encoder
+        limit = encoder.max_input_tokens
+        sequences = []
+        for index, ids in enumerate(encoder.token_ids(texts)):
+            if len(ids) + 2 > limit:
+                if not truncate:
+                    raise RagmeshError(
+                        ErrorCode.QUERY_TOO_LONG,
+                        f"inputs[{index}] must have at most {limit} tokens; given {len(ids) + 2} "
+                        "(set truncate=true to cut it)",
+                    )
+                if truncate_left:
+                    ids = ids[len(ids) - (limit - 2) :]
+            sequences.append(encoder.sequence(ids))
+        return encoder.embed_sequences(sequences, normalize=normalize)
+
+    # -- rerank -----------------------------------------------------------------------------
+    async def rerank(self, query: str, texts: Sequence[str], truncate: bool | None) -> np.ndarray:
+        """Raw relevance of each text to the query (cosine-like, see the scorer's description)."""
+        if not query:
+            raise RagmeshError(ErrorCode.QUERY_EMPTY, "`query` cannot be empty")
+        self._check_texts([query], "query")
+        self._check_texts(texts, "texts")
+        truncate = self._truncate(truncate)
+        with self._admitted():
+            return await self.executor.run(self.scorer.score, query, list(texts), truncate)
+
+    # -- extractive answers -----------------------------------------------------------------
+    async def answer(self, turns: Sequence[ChatTurn]) -> ExtractiveAnswer:
+        prompt_chars = sum(len(turn.content) for turn in turns)
+        limit = self.settings.generator.max_prompt_chars
+        if prompt_chars > limit:
+            raise RagmeshError(
+                ErrorCode.BODY_TOO_LARGE, f"messages hold {prompt_chars} characters; at most {limit}"
+            )
+        prompt = parse_evidence_prompt(turns)
+        with self._admitted():
+            answer = await self.executor.run(self.answerer.answer, prompt)
+        log.info(
+            "extractive answer question_sha256=%s sources=%d best_score=%s sufficient=%s",
+            query_hash(prompt.question),
+            len(prompt.sources),
+            "none" if answer.best_score is None else f"{answer.best_score:.3f}",
+            answer.sufficient,
+        )
+        return answer
+
+    # -- health -----------------------------------------------------------------------------
+    async def check_health(self) -> None:
+        """Run the model once: "loaded" is only true if inference actually works."""
+        try:
+            vectors = await self.executor.run(self.models.encoder.embed, ["health"], True)
+        except RuntimeError as exc:  # executor shut down: the process is stopping
+            raise RagmeshError(ErrorCode.UNAVAILABLE, "runtime is shutting down") from exc
+        if vectors.shape != (1, self.models.encoder.dimension) or not np.isfinite(vectors).all():
+            raise RagmeshError(ErrorCode.UNAVAILABLE, "embedding model returned an invalid vector")
+
+    # -- limits -----------------------------------------------------------------------------
+    def _truncate(self, requested: bool | None) -> bool:
+        return self.settings.embedding.auto_truncate if requested is None else requested
+
+    def _check_texts(self, texts: Sequence[str], field: str) -> None:
+        limits = self.settings.embedding
+        if not texts:
+            raise RagmeshError(ErrorCode.QUERY_EMPTY, f"`{field}` cannot be empty")
+        if len(texts) > limits.max_client_batch_size:
+            raise RagmeshError(
+                ErrorCode.BODY_TOO_LARGE,
+                f"batch size {len(texts)} > maximum allowed batch size {limits.max_client_batch_size}",
+            )
+        for index, text in enumerate(texts):
+            if len(text) > limits.max_input_chars:
+                raise RagmeshError(
+                    ErrorCode.BODY_TOO_LARGE,
+                    f"{field}[{index}] has {len(text)} characters; at most {limits.max_input_chars}",
+                )
+
+    @contextlib.contextmanager
+    def _admitted(self) -> Iterator[None]:
+        if self._in_flight >= self.settings.server.max_concurrent_requests:
+            raise RagmeshError(ErrorCode.RATE_LIMITED, "Model is overloaded")
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+
+    def close(self) -> None:
+        self.executor.shutdown()

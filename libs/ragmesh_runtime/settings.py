@@ -1,0 +1,157 @@
+"""Runtime settings, one class per concern, each field read from its RAGMESH_RUNTIME_* variable.
+
+``load_settings()`` is the cached getter the process uses; tests build ``RuntimeSettings``
+directly (or with ``msgspec.structs.replace``) instead of patching the environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import msgspec
+
+from ragmesh_common.settings import DEFAULT_PORTS, env_bool, env_float, env_int, env_str
+
+#: The generator's model id says what it is: clients that print the model name tell the truth.
+EXTRACTIVE_MODEL_ID = "ragmesh-extractive-v1-not-an-llm"
+RERANK_METHODS = ("minilm-window", "minilm-window+wordllama")
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class ServerSettings(msgspec.Struct, frozen=True):
+    host: str = "127.0.0.1"  # RAGMESH_RUNTIME_HOST
+    port: int = DEFAULT_PORTS["runtime"]  # RAGMESH_RUNTIME_PORT
+    log_level: str = "info"  # RAGMESH_LOG_LEVEL
+    max_body_bytes: int = 4 * 1024 * 1024  # RAGMESH_RUNTIME_MAX_BODY_BYTES
+    # TEI's own default; above it requests get 429 rather than an ever-growing queue.
+    max_concurrent_requests: int = 512  # RAGMESH_RUNTIME_MAX_CONCURRENT_REQUESTS
+
+    @classmethod
+    def from_env(cls) -> ServerSettings:
+        d = cls()
+        return cls(
+            host=env_str("RAGMESH_RUNTIME_HOST", d.host),
+            port=env_int("RAGMESH_RUNTIME_PORT", d.port),
+            log_level=env_str("RAGMESH_LOG_LEVEL", d.log_level).lower(),
+            max_body_bytes=env_int("RAGMESH_RUNTIME_MAX_BODY_BYTES", d.max_body_bytes),
+            max_concurrent_requests=env_int(
+                "RAGMESH_RUNTIME_MAX_CONCURRENT_REQUESTS", d.max_concurrent_requests
+            ),
+        )
+
+
+class EmbeddingSettings(msgspec.Struct, frozen=True):
+    intra_op_threads: int = 0  # RAGMESH_RUNTIME_INTRA_OP_THREADS; 0 = number of usable cores
+    # Spinning threads cut latency a little but burn a core while idle; the mesh shares 2 cores.
+    allow_spinning: bool = False  # RAGMESH_RUNTIME_ALLOW_SPINNING
+    batch_size: int = 32  # RAGMESH_RUNTIME_BATCH_SIZE: sequences per ONNX run
+    max_batch_tokens: int = 8192  # RAGMESH_RUNTIME_MAX_BATCH_TOKENS: padded tokens per ONNX run
+    max_client_batch_size: int = 32  # RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE
+    max_input_chars: int = 32_768  # RAGMESH_RUNTIME_MAX_INPUT_CHARS: per text, before tokenizing
+    auto_truncate: bool = True  # RAGMESH_RUNTIME_AUTO_TRUNCATE: default of the `truncate` field
+
+    @classmethod
+    def from_env(cls) -> EmbeddingSettings:
+        d = cls()
+        return cls(
+            intra_op_threads=env_int("RAGMESH_RUNTIME_INTRA_OP_THREADS", d.intra_op_threads),
+            allow_spinning=env_bool("RAGMESH_RUNTIME_ALLOW_SPINNING", d.allow_spinning),
+            batch_size=env_int("RAGMESH_RUNTIME_BATCH_SIZE", d.batch_size),
+            max_batch_tokens=env_int("RAGMESH_RUNTIME_MAX_BATCH_TOKENS", d.max_batch_tokens),
+            max_client_batch_size=env_int(
+                "RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE", d.max_client_batch_size
+            ),
+            max_input_chars=env_int("RAGMESH_RUNTIME_MAX_INPUT_CHARS", d.max_input_chars),
+            auto_truncate=env_bool("RAGMESH_RUNTIME_AUTO_TRUNCATE", d.auto_truncate),
+        )
+
+    @property
+    def threads(self) -> int:
+        return self.intra_op_threads if self.intra_op_threads > 0 else _cores()
+
+
+class RerankSettings(msgspec.Struct, frozen=True):
+    method: str = "minilm-window"  # RAGMESH_RUNTIME_RERANK_METHOD, one of RERANK_METHODS
+    window_tokens: int = 128  # RAGMESH_RUNTIME_RERANK_WINDOW_TOKENS
+    window_stride: int = 96  # RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE
+    max_windows: int = 16  # RAGMESH_RUNTIME_RERANK_MAX_WINDOWS per text
+    wordllama_weight: float = 0.3  # RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT (blend methods only)
+
+    @classmethod
+    def from_env(cls) -> RerankSettings:
+        d = cls()
+        method = env_str("RAGMESH_RUNTIME_RERANK_METHOD", d.method)
+        if method not in RERANK_METHODS:
+            raise SystemExit(
+                f"ragmesh: RAGMESH_RUNTIME_RERANK_METHOD={method!r} is not one of {', '.join(RERANK_METHODS)}"
+            )
+        return cls(
+            method=method,
+            window_tokens=env_int("RAGMESH_RUNTIME_RERANK_WINDOW_TOKENS", d.window_tokens),
+            window_stride=env_int("RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE", d.window_stride),
+            max_windows=env_int("RAGMESH_RUNTIME_RERANK_MAX_WINDOWS", d.max_windows),
+            wordllama_weight=env_float("RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT", d.wordllama_weight),
+        )
+
+    @property
+    def uses_wordllama(self) -> bool:
+        return "wordllama" in self.method
+
+
+class GeneratorSettings(msgspec.Struct, frozen=True):
+    model_id: str = EXTRACTIVE_MODEL_ID  # RAGMESH_RUNTIME_GENERATOR_MODEL_ID
+    # Below this best sentence score the answer is INSUFFICIENT_EVIDENCE (see docs/runtime.md).
+    min_score: float = 0.45  # RAGMESH_RUNTIME_GENERATOR_MIN_SCORE
+    # Chinese questions are scored by character-bigram overlap alone (see generator/extractive.py).
+    cjk_min_overlap: float = 0.25  # RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP
+    max_sentences: int = 3  # RAGMESH_RUNTIME_GENERATOR_MAX_SENTENCES
+    lexical_weight: float = 0.3  # RAGMESH_RUNTIME_GENERATOR_LEXICAL_WEIGHT
+    # Further sentences join the answer only while within this distance of the best score.
+    score_margin: float = 0.1  # RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN
+    # Sentences beyond this many (in source order) are not scored; bounds the work per answer.
+    max_evidence_sentences: int = 400  # RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_SENTENCES
+    max_prompt_chars: int = 200_000  # RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS
+
+    @classmethod
+    def from_env(cls) -> GeneratorSettings:
+        d = cls()
+        return cls(
+            model_id=env_str("RAGMESH_RUNTIME_GENERATOR_MODEL_ID", d.model_id),
+            min_score=env_float("RAGMESH_RUNTIME_GENERATOR_MIN_SCORE", d.min_score),
+            cjk_min_overlap=env_float("RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP", d.cjk_min_overlap),
+            max_sentences=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_SENTENCES", d.max_sentences),
+            lexical_weight=env_float("RAGMESH_RUNTIME_GENERATOR_LEXICAL_WEIGHT", d.lexical_weight),
+            score_margin=env_float("RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN", d.score_margin),
+            max_evidence_sentences=env_int(
+                "RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_SENTENCES", d.max_evidence_sentences
+            ),
+            max_prompt_chars=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS", d.max_prompt_chars),
+        )
+
+
+class RuntimeSettings(msgspec.Struct, frozen=True):
+    server: ServerSettings = msgspec.field(default_factory=ServerSettings)
+    embedding: EmbeddingSettings = msgspec.field(default_factory=EmbeddingSettings)
+    rerank: RerankSettings = msgspec.field(default_factory=RerankSettings)
+    generator: GeneratorSettings = msgspec.field(default_factory=GeneratorSettings)
+
+    @classmethod
+    def from_env(cls) -> RuntimeSettings:
+        return cls(
+            server=ServerSettings.from_env(),
+            embedding=EmbeddingSettings.from_env(),
+            rerank=RerankSettings.from_env(),
+            generator=GeneratorSettings.from_env(),
+        )
+
+
+@functools.cache
+def load_settings() -> RuntimeSettings:
+    return RuntimeSettings.from_env()

