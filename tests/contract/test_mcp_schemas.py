@@ -87,7 +87,9 @@ def test_openapi_documents_the_same_fields(openapi, listed_tools, tool_name: str
     method, path = PAIRS[tool_name]
     operation = openapi["paths"][path][method.lower()]
     tool = listed_tools[tool_name]
-    documented_out = _component(openapi, operation["responses"]["200"]["content"]["application/json"]["schema"])
+    documented_out = _component(
+        openapi, operation["responses"]["200"]["content"]["application/json"]["schema"]
+    )
     assert set(documented_out["properties"]) == set(tool.output_schema["properties"])
     assert set(documented_out.get("required", [])) == set(tool.output_schema.get("required", []))
     if "requestBody" in operation:

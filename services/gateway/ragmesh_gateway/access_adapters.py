@@ -1,0 +1,125 @@
+"""Token authentication, corpus ACLs and Redis rate limits behind the access ports.
+
+Wires the security layer (``ragmesh_gateway.security``: token store, grants, rate limiter) into
+the :class:`Authenticator` and :class:`RateLimiter` ports. The PostgreSQL pool is opened in the
+app's lifespan (``SecurityStores.start``), because it needs the server's event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.pg import create_pool
+
+from ragmesh_gateway.access import Authenticator, Caller, RateLimiter, RequestInfo, RouteClass
+from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory
+from ragmesh_gateway.security.client_address import client_key, token_key
+from ragmesh_gateway.security.corpus_access import AccessStore
+from ragmesh_gateway.security.database import GATEWAY_SCHEMA, migrate
+from ragmesh_gateway.security.ratelimit import Limit, raise_if_limited
+from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
+from ragmesh_gateway.security.token_store import TokenStore
+from ragmesh_gateway.security.tokens import Scope, unauthenticated
+
+# What a caller without a token may do when anonymous access is on (public corpora only).
+ANONYMOUS_SCOPES = frozenset({Scope.SEARCH.value, Scope.READ.value, Scope.ANSWER.value})
+
+
+class SecurityStores:
+    """Token and grant stores over one PostgreSQL pool (schema ``gateway``), migrated at start."""
+
+    def __init__(self, postgres_url: str, *, schema: str = GATEWAY_SCHEMA) -> None:
+        self._url = postgres_url
+        self._schema = schema
+        self._pool = None
+        self.tokens: TokenStore | None = None
+        self.access: AccessStore | None = None
+
+    async def start(self) -> None:
+        self._pool = await create_pool(self._url, schema=self._schema)
+        await migrate(self._pool, schema=self._schema)
+        self.tokens = TokenStore(self._pool)
+        self.access = AccessStore(self._pool)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def ready(self) -> tuple[TokenStore, AccessStore]:
+        if self.tokens is None or self.access is None:
+            raise RagmeshError(ErrorCode.UNAVAILABLE, "token store is not started")
+        return self.tokens, self.access
+
+
+@dataclass
+class _CachedVisibility:
+    at: float
+    pairs: list[tuple[str, str]]
+
+
+class TokenAuthenticator(Authenticator):
+    """``Authorization: Bearer rmk_...`` -> a caller with the token's scopes and readable corpora."""
+
+    def __init__(
+        self,
+        stores: SecurityStores,
+        catalog: CorpusCatalog,
+        directory: CorpusDirectory,
+        *,
+        allow_anonymous: bool,
+        trusted_proxies: list[str],
+        visibility_ttl_s: float = 5.0,
+    ) -> None:
+        self._stores = stores
+        self._catalog = catalog
+        self._directory = directory
+        self._allow_anonymous = allow_anonymous
+        self._trusted_proxies = list(trusted_proxies)
+        self._ttl_s = visibility_ttl_s
+        self._visibility: _CachedVisibility | None = None
+
+    async def _corpus_visibility(self) -> list[tuple[str, str]]:
+        """(corpus, visibility) of every corpus; cached briefly, it changes only on promotion."""
+        now = time.monotonic()
+        if self._visibility is None or now - self._visibility.at > self._ttl_s:
+            served = tuple(sorted(await self._directory.corpus_ids()))
+            corpora = await self._catalog.list_corpora(served)
+            self._visibility = _CachedVisibility(now, [(c.corpus, c.visibility) for c in corpora])
+        return self._visibility.pairs
+
+    async def authenticate(self, request: RequestInfo) -> Caller:
+        tokens, access = self._stores.ready()
+        bearer = request.headers.get("authorization")
+        principal = await tokens.authenticate(bearer) if bearer else None
+        if principal is None and not self._allow_anonymous:
+            raise unauthenticated()
+        readable = await access.readable_corpora(principal, await self._corpus_visibility())
+        if principal is None:
+            return Caller(
+                principal="anonymous",
+                readable_corpora=frozenset(readable),
+                scopes=ANONYMOUS_SCOPES,
+                rate_key=client_key(request.client_host, request.headers, self._trusted_proxies),
+            )
+        return Caller(
+            principal=principal.client_id,
+            readable_corpora=frozenset(readable),
+            scopes=frozenset(s.value for s in principal.scopes),
+            rate_key=token_key(principal.token_id),
+        )
+
+
+class RedisRateLimit(RateLimiter):
+    """Token buckets in Redis per (route class, caller); classes without a limit are not limited."""
+
+    def __init__(self, buckets: RedisBuckets, limits: dict[str, Limit]) -> None:
+        self._buckets = buckets
+        self._limited = set(limits)
+
+    async def check(self, caller: Caller, route_class: RouteClass) -> None:
+        if route_class.value not in self._limited and "*" not in self._limited:
+            return
+        raise_if_limited(await self._buckets.check(route_class.value, caller.rate_key))

@@ -1,0 +1,80 @@
+"""POST /chat/stream (server-sent events) and POST /chat (the whole answer at once)."""
+
+from __future__ import annotations
+
+from litestar import Controller, post
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import ResponseSpec
+from litestar.response import ServerSentEvent
+
+from ragmesh_common.telemetry import request_id_var
+
+from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.chat.presenters import answer_response, chat_params
+from ragmesh_gateway.chat.schemas import (
+    AnswerResponse,
+    ChatDone,
+    ChatError,
+    ChatMeta,
+    ChatRequest,
+    ChatSources,
+    ChatToken,
+)
+from ragmesh_gateway.chat.service import ChatService
+from ragmesh_gateway.chat.sse import sse_messages
+from ragmesh_gateway.deps import services_of
+from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.web.dependencies import provide_chat
+from ragmesh_gateway.web.errors import error_responses
+
+API = "/api/rag/v1"
+
+STREAM_DESCRIPTION = """Server-sent events, in order: `meta` (request_id, index_version, model, session_id,
+degraded), `token`* ({text}), `sources` ({sources, security}), then exactly one terminal event:
+`done` ({answer_status, model, finish_reason, degraded}) or `error` ({code, message, request_id}).
+Comment lines `: ping` keep the stream open during long waits. Errors found before the stream
+starts (bad input, retrieval down) are ordinary JSON error answers."""
+
+
+class ChatController(Controller):
+    path = API
+    tags = ["chat"]
+    opt = {"route_class": RouteClass.CHAT, "scope": Scope.ANSWER}
+    dependencies = {"chat": Provide(provide_chat, sync_to_thread=False)}
+
+    @post(
+        "/chat/stream",
+        status_code=200,
+        summary="Grounded answer, streamed",
+        description=STREAM_DESCRIPTION,
+        responses={
+            200: ResponseSpec(
+                data_container=ChatMeta | ChatToken | ChatSources | ChatDone | ChatError,  # type: ignore[arg-type]
+                media_type="text/event-stream",
+                description="Event stream; each event's data is one of these JSON objects",
+                generate_examples=False,
+            ),
+            **error_responses(400, 401, 413, 429, 503, 504),
+        },
+    )
+    async def stream(
+        self, data: ChatRequest, caller: Caller, chat: ChatService, state: State
+    ) -> ServerSentEvent:
+        session = await chat.open(chat_params(data), caller)
+        heartbeat_s = services_of(state).settings.heartbeat_s
+        return ServerSentEvent(
+            sse_messages(session, request_id_var.get(), heartbeat_s),
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @post(
+        "/chat",
+        status_code=200,
+        summary="Grounded answer, all at once",
+        description="The same pipeline as /chat/stream; generation failures come back in `error`.",
+        responses=error_responses(400, 401, 413, 429, 503, 504),
+    )
+    async def answer(self, data: ChatRequest, caller: Caller, chat: ChatService) -> AnswerResponse:
+        collected = await chat.answer(chat_params(data), caller)
+        return answer_response(collected, request_id_var.get())

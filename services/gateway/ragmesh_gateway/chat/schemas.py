@@ -1,0 +1,89 @@
+"""HTTP/MCP contract of chat: the request, the SSE event payloads and the collected answer."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from ragmesh_gateway.search.schemas import (
+    QUERY_MAX_CHARS,
+    TOP_K_MAX,
+    SearchFilters,
+    SearchHit,
+    SecuritySummary,
+)
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Answer a question from the indexed documents, citing them."""
+
+    question: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, description="The question.")]
+    top_k: (
+        Annotated[int, Meta(ge=1, le=TOP_K_MAX, description="Sources to ground on (default 5).")] | None
+    ) = None
+    filters: SearchFilters | None = None
+    session_id: Annotated[str, Meta(pattern=SESSION_ID_PATTERN, description="Conversation id.")] | None = None
+    max_tokens: Annotated[int, Meta(ge=1, le=4096, description="Answer length cap.")] | None = None
+
+
+class ChatMeta(msgspec.Struct, kw_only=True):
+    """SSE ``meta``: sent first."""
+
+    request_id: str
+    index_version: str | None
+    index_versions: list[str]
+    model: str
+    session_id: str | None
+    degraded: list[str]
+
+
+class ChatToken(msgspec.Struct, kw_only=True):
+    """SSE ``token``: a piece of the answer."""
+
+    text: str
+
+
+class ChatSources(msgspec.Struct, kw_only=True):
+    """SSE ``sources``: the sources the answer cites, in citation order."""
+
+    sources: list[SearchHit]
+    security: SecuritySummary
+
+
+class ChatDone(msgspec.Struct, kw_only=True):
+    """SSE ``done``: the successful terminal event."""
+
+    answer_status: Annotated[str, Meta(description="answered, insufficient_evidence or withheld.")]
+    model: str
+    finish_reason: str
+    degraded: list[str]
+
+
+class ChatError(msgspec.Struct, kw_only=True):
+    """SSE ``error``: the failed terminal event."""
+
+    code: str
+    message: str
+    request_id: str | None = None
+
+
+class AnswerResponse(msgspec.Struct, kw_only=True):
+    """The whole answer at once (POST /chat and the answer_from_articles tool)."""
+
+    request_id: str
+    status: Annotated[str, Meta(description="'done' or 'error'.")]
+    answer: str
+    answer_status: str
+    model: str
+    finish_reason: str
+    degraded: list[str]
+    index_version: str | None
+    index_versions: list[str]
+    session_id: str | None
+    sources: list[SearchHit]
+    security: SecuritySummary
+    error: ChatError | None = None

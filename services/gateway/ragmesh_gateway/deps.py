@@ -1,0 +1,192 @@
+"""The ports the gateway runs on (GatewayDeps) and the application services built on them.
+
+``build_deps`` picks the real adapters from settings; tests hand ``create_app`` their own
+GatewayDeps with in-process fakes for any port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from litestar.datastructures import State
+
+from ragmesh_common import metrics
+from ragmesh_common.settings import MissingSetting
+
+from ragmesh_gateway.access import AuthDisabled, Authenticator, NoRateLimit, RateLimiter
+from ragmesh_gateway.chat.ports import AnswerGenerator, NoSessionMemory, SessionMemory
+from ragmesh_gateway.chat.service import ChatService
+from ragmesh_gateway.corpora.ports import ConfiguredCorpusDirectory, CorpusCatalog, CorpusDirectory
+from ragmesh_gateway.corpora.service import CorpusService
+from ragmesh_gateway.files.ports import ConfiguredCorpusRoots, CorpusRoots
+from ragmesh_gateway.files.service import FileService
+from ragmesh_gateway.health.ports import DependencyProbe
+from ragmesh_gateway.health.service import ReadinessService
+from ragmesh_gateway.index_admin.ports import IndexAdmin
+from ragmesh_gateway.index_admin.service import IndexAdminService
+from ragmesh_gateway.search.ports import Reranker, SearchBackend
+from ragmesh_gateway.search.service import SearchService, TextGuard
+from ragmesh_gateway.security.injection_guard import InjectionGuard
+from ragmesh_gateway.security.metrics import count_injection_findings
+from ragmesh_gateway.settings import GatewaySettings
+
+
+@dataclass
+class GatewayDeps:
+    search_backend: SearchBackend
+    reranker: Reranker
+    generator: AnswerGenerator
+    catalog: CorpusCatalog
+    index_admin: IndexAdmin
+    probes: list[DependencyProbe]
+    corpus_roots: CorpusRoots
+    directory: CorpusDirectory
+    guard: TextGuard = field(default_factory=lambda: InjectionGuard(on_findings=count_injection_findings))
+    session_memory: SessionMemory = field(default_factory=NoSessionMemory)
+    # None: authentication disabled (every served corpus, every scope).
+    authenticator: Authenticator | None = None
+    rate_limiter: RateLimiter = field(default_factory=NoRateLimit)
+    # Run in the app's lifespan: start hooks need the server's event loop (database pools).
+    on_start: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    async def start(self) -> None:
+        for hook in self.on_start:
+            await hook()
+
+    async def close(self) -> None:
+        for hook in reversed(self.on_close):
+            await hook()
+
+
+def build_deps(settings: GatewaySettings) -> GatewayDeps:
+    """Real adapters: gRPC to the downstream services, roots from config."""
+    from ragmesh_gateway.upstream.channels import Channels
+    from ragmesh_gateway.upstream.generation import GrpcAnswerGenerator
+    from ragmesh_gateway.upstream.health import GrpcHealthProbe
+    from ragmesh_gateway.upstream.indexer import GrpcIndexAdmin
+    from ragmesh_gateway.upstream.rerank import GrpcReranker
+    from ragmesh_gateway.upstream.retrieval import GrpcRetrieval
+
+    channels = Channels(
+        {
+            "retrieval": settings.retrieval_addr,
+            "rerank": settings.rerank_addr,
+            "generation": settings.generation_addr,
+            "indexer": settings.indexer_addr,
+        }
+    )
+    retrieval = GrpcRetrieval(channels, timeout_s=settings.search_timeout_s)
+    deps = GatewayDeps(
+        search_backend=retrieval,
+        reranker=GrpcReranker(channels, timeout_s=settings.rerank_timeout_s),
+        generator=GrpcAnswerGenerator(channels, timeout_s=settings.generation_timeout_s),
+        catalog=retrieval,
+        index_admin=GrpcIndexAdmin(
+            channels, timeout_s=settings.admin_timeout_s, build_timeout_s=settings.build_timeout_s
+        ),
+        probes=[
+            GrpcHealthProbe(channels, peer, timeout_s=settings.health_timeout_s)
+            for peer in ("retrieval", "rerank", "generation")
+        ],
+        corpus_roots=ConfiguredCorpusRoots(settings.corpus_roots),
+        directory=ConfiguredCorpusDirectory(settings.served_corpora),
+        on_close=[channels.close],
+    )
+    _add_access_control(settings, deps)
+    return deps
+
+
+def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
+    """Token auth and rate limits when configured; the embedded default keeps both off."""
+    if settings.auth_mode == "tokens":
+        from ragmesh_gateway.access_adapters import SecurityStores, TokenAuthenticator
+
+        if not settings.postgres_url:
+            raise MissingSetting(
+                "RAGMESH_POSTGRES_URL", "RAGMESH_AUTH_MODE=tokens keeps tokens in PostgreSQL"
+            )
+        stores = SecurityStores(settings.postgres_url)
+        deps.authenticator = TokenAuthenticator(
+            stores,
+            deps.catalog,
+            deps.directory,
+            allow_anonymous=settings.allow_anonymous,
+            trusted_proxies=settings.trusted_proxies,
+        )
+        deps.on_start.append(stores.start)
+        deps.on_close.append(stores.close)
+    if settings.rate_limits:
+        from redis.asyncio import Redis
+
+        from ragmesh_gateway.access_adapters import RedisRateLimit
+        from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
+        from ragmesh_gateway.security.ratelimit import parse_limits
+
+        if not settings.redis_url:
+            raise MissingSetting("RAGMESH_REDIS_URL", "RAGMESH_RATE_LIMITS keeps buckets in Redis")
+        try:
+            limits = parse_limits(settings.rate_limits)
+        except ValueError as exc:
+            raise SystemExit(f"ragmesh: RAGMESH_RATE_LIMITS: {exc}") from exc
+        redis = Redis.from_url(settings.redis_url)
+        deps.rate_limiter = RedisRateLimit(
+            RedisBuckets(redis, limits, fail_open=settings.rate_limit_fail_open), limits
+        )
+        deps.on_close.append(redis.aclose)
+
+
+def count_degraded(component: str) -> None:
+    metrics.DEGRADED.labels("gateway", component).inc()
+
+
+@dataclass
+class GatewayServices:
+    settings: GatewaySettings
+    search: SearchService
+    chat: ChatService
+    corpora: CorpusService
+    files: FileService
+    index_admin: IndexAdminService
+    readiness: ReadinessService
+    authenticator: Authenticator
+    rate_limiter: RateLimiter
+
+    @classmethod
+    def build(cls, settings: GatewaySettings, deps: GatewayDeps) -> GatewayServices:
+        search = SearchService(
+            deps.search_backend,
+            deps.reranker,
+            deps.guard,
+            candidates=settings.search_candidates,
+            on_degraded=count_degraded,
+        )
+        return cls(
+            settings=settings,
+            search=search,
+            chat=ChatService(
+                search,
+                deps.generator,
+                deps.session_memory,
+                default_top_k=settings.chat_top_k,
+                max_tokens=settings.chat_max_tokens,
+                include_content=settings.chat_include_content,
+                model_hint=settings.llm_model,
+            ),
+            corpora=CorpusService(deps.catalog),
+            files=FileService(deps.corpus_roots),
+            index_admin=IndexAdminService(deps.index_admin),
+            readiness=ReadinessService(
+                deps.probes, deps.catalog, deps.directory, timeout_s=settings.health_timeout_s
+            ),
+            authenticator=deps.authenticator or AuthDisabled(deps.directory),
+            rate_limiter=deps.rate_limiter,
+        )
+
+
+STATE_KEY = "ragmesh_services"
+
+
+def services_of(state: State) -> GatewayServices:
+    return state[STATE_KEY]

@@ -1,0 +1,43 @@
+"""Operational endpoints: liveness, readiness, Prometheus metrics."""
+
+from __future__ import annotations
+
+from litestar import Controller, MediaType, Response, get
+from litestar.di import Provide
+from litestar.openapi import ResponseSpec
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ragmesh_gateway.health.schemas import LiveResponse, ReadyResponse
+from ragmesh_gateway.health.service import ReadinessService
+from ragmesh_gateway.web.dependencies import provide_readiness
+
+
+class HealthController(Controller):
+    tags = ["operations"]
+    dependencies = {"readiness": Provide(provide_readiness, sync_to_thread=False)}
+
+    @get("/health/live", summary="The process is up (no downstream checks)")
+    async def live(self) -> LiveResponse:
+        return LiveResponse()
+
+    @get(
+        "/health/ready",
+        summary="Downstreams serving and at least one active corpus",
+        description="503 with the same body shape when not ready.",
+        responses={
+            503: ResponseSpec(data_container=ReadyResponse, description="Not ready", generate_examples=False)
+        },
+    )
+    async def ready(self, readiness: ReadinessService) -> Response[ReadyResponse]:
+        result = await readiness.check()
+        body = ReadyResponse(
+            status="ready" if result.ready else "not_ready",
+            checks=result.checks,
+            active_corpora=result.active_corpora,
+            reason=result.reason or None,
+        )
+        return Response(body, status_code=200 if result.ready else 503)
+
+    @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=False)
+    async def metrics(self) -> Response[bytes]:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,93 @@
+"""Internal index routes: build, promote, rollback, status (admin callers only)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Controller, get, post
+from litestar.di import Provide
+from litestar.params import Parameter
+
+from ragmesh_common.telemetry import request_id_var
+
+from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.index_admin.ports import CorpusSpec
+from ragmesh_gateway.index_admin.presenters import build_response, promote_response, status_response
+from ragmesh_gateway.index_admin.schemas import (
+    BuildRequest,
+    BuildResponse,
+    IndexStatusResponse,
+    PromoteRequest,
+    PromoteResponse,
+    RollbackRequest,
+)
+from ragmesh_gateway.index_admin.service import IndexAdminService
+from ragmesh_gateway.web.dependencies import provide_index_admin
+from ragmesh_gateway.web.errors import error_responses
+
+API = "/api/rag/v1"
+
+
+class IndexAdminController(Controller):
+    path = f"{API}/internal/index"
+    tags = ["internal"]
+    opt = {"route_class": RouteClass.ADMIN}
+    dependencies = {"admin": Provide(provide_index_admin, sync_to_thread=False)}
+
+    @post(
+        "/build",
+        status_code=200,
+        summary="Build a candidate index version",
+        responses=error_responses(400, 401, 403, 413, 429, 503, 504),
+    )
+    async def build(self, data: BuildRequest, caller: Caller, admin: IndexAdminService) -> BuildResponse:
+        spec = CorpusSpec(
+            corpus=data.corpus,
+            root=data.root,
+            library=data.library,
+            version=data.version,
+            include=list(data.include),
+            exclude=list(data.exclude),
+            visibility=data.visibility,
+            license=data.license,
+            source_url=data.source_url,
+            url_base=data.url_base,
+            chunking=data.chunking,
+        )
+        result = await admin.build(spec, force=data.force, reason=data.reason, caller=caller)
+        return build_response(result, request_id_var.get())
+
+    @post(
+        "/promote",
+        status_code=200,
+        summary="Serve an index version",
+        responses=error_responses(400, 401, 403, 429, 503),
+    )
+    async def promote(
+        self, data: PromoteRequest, caller: Caller, admin: IndexAdminService
+    ) -> PromoteResponse:
+        result = await admin.promote(data.corpus, data.index_version, reason=data.reason, caller=caller)
+        return promote_response(result, request_id_var.get())
+
+    @post(
+        "/rollback",
+        status_code=200,
+        summary="Serve the previous index version again",
+        responses=error_responses(400, 401, 403, 429, 503),
+    )
+    async def rollback(
+        self, data: RollbackRequest, caller: Caller, admin: IndexAdminService
+    ) -> PromoteResponse:
+        result = await admin.rollback(data.corpus, reason=data.reason, caller=caller)
+        return promote_response(result, request_id_var.get())
+
+    @get(
+        "/status", summary="Index versions of one corpus", responses=error_responses(400, 401, 403, 429, 503)
+    )
+    async def status(
+        self,
+        caller: Caller,
+        admin: IndexAdminService,
+        corpus: Annotated[str, Parameter(min_length=1, max_length=200, description="Corpus id")],
+    ) -> IndexStatusResponse:
+        return status_response(await admin.status(corpus, caller), request_id_var.get())

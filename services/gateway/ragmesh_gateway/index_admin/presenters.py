@@ -1,0 +1,31 @@
+"""Index administration results -> DTOs (same field names, plus the request id)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+import msgspec
+
+from ragmesh_gateway.index_admin.ports import BuildResult, IndexStatus, PromoteResult
+from ragmesh_gateway.index_admin.schemas import BuildResponse, IndexStatusResponse, PromoteResponse
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+def _with_request_id(result: Any, type_: type[T], request_id: str, **overrides: Any) -> T:
+    return msgspec.convert({**dataclasses.asdict(result), **overrides, "request_id": request_id}, type_)
+
+
+def build_response(result: BuildResult, request_id: str) -> BuildResponse:
+    return _with_request_id(result, BuildResponse, request_id)
+
+
+def promote_response(result: PromoteResult, request_id: str) -> PromoteResponse:
+    return _with_request_id(result, PromoteResponse, request_id)
+
+
+def status_response(result: IndexStatus, request_id: str) -> IndexStatusResponse:
+    return _with_request_id(
+        result, IndexStatusResponse, request_id, active_version=result.active_version or None
+    )

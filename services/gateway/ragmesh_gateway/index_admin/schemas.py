@@ -1,0 +1,93 @@
+"""HTTP contract of the internal index routes (build, promote, rollback, status)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+CorpusId = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f/\\]+$")]
+Reason = Annotated[str, Meta(max_length=500, description="Recorded in the index audit trail.")]
+
+
+class BuildRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Build a new index version of one corpus (it becomes a candidate; promote it to serve it)."""
+
+    corpus: CorpusId
+    root: Annotated[str, Meta(min_length=1, description="Folder holding the corpus, as the indexer sees it.")]
+    library: str = ""
+    version: str = ""
+    include: list[str] = []
+    exclude: list[str] = []
+    visibility: Literal["public", "internal"] = "public"
+    license: str = ""
+    source_url: str = ""
+    url_base: str = ""
+    chunking: str = ""
+    force: Annotated[bool, Meta(description="Rebuild even when content and config are unchanged.")] = False
+    reason: Reason = ""
+
+
+class FileReportView(msgspec.Struct, kw_only=True):
+    path: str
+    status: Annotated[str, Meta(description="indexed, archived or failed.")]
+    reason: str
+    parser: str
+    chunks: int
+
+
+class BuildResponse(msgspec.Struct, kw_only=True):
+    request_id: str
+    index_version: str
+    reused_existing: bool
+    documents: int
+    chunks: int
+    embedded: int
+    reused_vectors: int
+    state: str
+    files: list[FileReportView]
+
+
+class PromoteRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    corpus: CorpusId
+    index_version: Annotated[str, Meta(min_length=1, max_length=200)]
+    reason: Reason = ""
+
+
+class RollbackRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    corpus: CorpusId
+    reason: Reason = ""
+
+
+class PromoteResponse(msgspec.Struct, kw_only=True):
+    request_id: str
+    corpus: str
+    active_version: str
+    previous_version: str
+    changed: bool
+
+
+class VersionView(msgspec.Struct, kw_only=True):
+    index_version: str
+    state: Annotated[str, Meta(description="candidate, validated, active, previous, retired or failed.")]
+    created_at: str
+    actor: str
+    reason: str
+    chunks: int
+    documents: int
+
+
+class BuildProgressView(msgspec.Struct, kw_only=True):
+    index_version: str
+    stage: str
+    done: int
+    total: int
+
+
+class IndexStatusResponse(msgspec.Struct, kw_only=True):
+    request_id: str
+    corpus: str
+    active_version: str | None
+    versions: list[VersionView]
+    in_progress: list[BuildProgressView]

@@ -1,0 +1,125 @@
+"""Domain results -> the HTTP/MCP DTOs (one mapping, shared by REST, SSE and MCP)."""
+
+from __future__ import annotations
+
+from ragmesh_gateway.search.models import Chunk, Filters
+from ragmesh_gateway.search.schemas import (
+    ArticleChunk,
+    BatchGetResponse,
+    Scores,
+    SearchFilters,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+    SecuritySummary,
+)
+from ragmesh_gateway.search.service import (
+    ChunkRead,
+    GuardedChunk,
+    GuardReport,
+    RankedSource,
+    SearchOutcome,
+    SearchParams,
+)
+
+
+def search_params(request: SearchRequest) -> SearchParams:
+    return SearchParams(
+        query=request.query,
+        top_k=request.top_k,
+        filters=filters_from(request.filters),
+        include_content=request.include_content,
+    )
+
+
+def filters_from(dto: SearchFilters | None) -> Filters:
+    if dto is None:
+        return Filters()
+    return Filters(
+        corpora=(dto.corpus,) if dto.corpus else (),
+        library=dto.library or "",
+        version=dto.version or "",
+        tags=tuple(dto.tags),
+        path_prefix=dto.path_prefix or "",
+    )
+
+
+def _chunk_fields(chunk: Chunk, guard_rules: tuple[str, ...]) -> dict:
+    has_lines = chunk.line_start > 0 and chunk.line_end > 0
+    return dict(
+        chunk_id=chunk.chunk_id,
+        parent_id=chunk.parent_id,
+        doc_id=chunk.doc_id,
+        corpus=chunk.corpus,
+        library=chunk.library,
+        version=chunk.version,
+        title=chunk.title,
+        heading_path=list(chunk.heading_path),
+        url=chunk.url,
+        quote=chunk.quote,
+        content=chunk.content or None,
+        source_path=chunk.source_path,
+        source_lines=[chunk.line_start, chunk.line_end] if has_lines else None,
+        page=chunk.page or None,
+        download_path=chunk.download_path,
+        index_version=chunk.index_version,
+        guard_rules=list(guard_rules),
+    )
+
+
+def article_chunk(guarded: GuardedChunk) -> ArticleChunk:
+    return ArticleChunk(**_chunk_fields(guarded.chunk, guarded.guard_rules))
+
+
+def search_hit(source: RankedSource) -> SearchHit:
+    s = source.scores
+    return SearchHit(
+        source_id=source.source_id,
+        scores=Scores(
+            dense=s.get("dense"), sparse=s.get("sparse"), fused=s.get("fused"), rerank=s.get("rerank")
+        ),
+        **_chunk_fields(source.chunk, source.guarded.guard_rules),
+    )
+
+
+def security_summary(report: GuardReport) -> SecuritySummary:
+    summary = report.summary
+    return SecuritySummary(
+        findings_count=summary.findings_count,
+        max_severity=summary.max_severity.value if summary.max_severity else None,
+        rules=list(summary.rules),
+        flagged_sources=list(report.flagged_sources),
+    )
+
+
+def single_version(versions: list[str]) -> str | None:
+    return versions[0] if len(versions) == 1 else None
+
+
+def search_response(outcome: SearchOutcome, request_id: str) -> SearchResponse:
+    meta = outcome.retrieval
+    versions = outcome.index_versions
+    return SearchResponse(
+        request_id=request_id,
+        query_mode=meta.query_mode,
+        index_version=single_version(versions),
+        index_versions=versions,
+        degraded=list(outcome.degraded),
+        results=[search_hit(s) for s in outcome.sources],
+        filtered_by_threshold=meta.filtered_by_threshold,
+        hint=meta.hint or None,
+        top_k_truncated=meta.top_k_truncated,
+        skipped_libraries=list(meta.skipped_libraries),
+        security=security_summary(outcome.security),
+    )
+
+
+def batch_get_response(read: ChunkRead, request_id: str, requested_version: str | None) -> BatchGetResponse:
+    versions = list(dict.fromkeys(g.chunk.index_version for g in read.chunks if g.chunk.index_version))
+    return BatchGetResponse(
+        request_id=request_id,
+        index_version=requested_version or single_version(versions),
+        chunks=[article_chunk(g) for g in read.chunks],
+        missing=list(read.missing),
+        security=security_summary(read.security),
+    )

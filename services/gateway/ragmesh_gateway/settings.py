@@ -1,0 +1,113 @@
+"""Gateway settings: one typed struct, each field naming the variable it reads, one cached getter."""
+
+from __future__ import annotations
+
+import functools
+
+import msgspec
+
+from ragmesh_common.settings import DEFAULT_PORTS, addr, env_bool, env_float, env_int, env_list, env_str
+
+# The MCP transport refuses other Host headers (DNS-rebinding protection); a deployment behind a
+# real host name adds it here, e.g. "rag.example.com,rag.example.com:*".
+DEFAULT_ALLOWED_HOSTS = ["127.0.0.1:*", "localhost:*"]
+
+
+class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORTS["gateway"]
+    retrieval_addr: str = f"127.0.0.1:{DEFAULT_PORTS['retrieval']}"
+    rerank_addr: str = f"127.0.0.1:{DEFAULT_PORTS['rerank']}"
+    generation_addr: str = f"127.0.0.1:{DEFAULT_PORTS['generation']}"
+    indexer_addr: str = f"127.0.0.1:{DEFAULT_PORTS['indexer']}"
+    allowed_hosts: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_ALLOWED_HOSTS))
+    max_body_bytes: int = 64 * 1024
+    # Candidates asked from retrieval before reranking cuts them to top_k.
+    search_candidates: int = 50
+    search_timeout_s: float = 10.0
+    rerank_timeout_s: float = 5.0
+    generation_timeout_s: float = 300.0
+    admin_timeout_s: float = 30.0
+    build_timeout_s: float = 3600.0
+    health_timeout_s: float = 2.0
+    # SSE comment sent while waiting on the generator, so proxies keep the stream open.
+    heartbeat_s: float = 10.0
+    chat_top_k: int = 5
+    chat_max_tokens: int = 512
+    chat_include_content: bool = True
+    llm_model: str = ""
+    # Corpus ids the gateway serves (retrieval only lists corpora it is asked about by name).
+    corpora: list[str] = msgspec.field(default_factory=list)
+    # corpus id -> folder holding its original files (served by GET /files/{corpus}/{path}).
+    corpus_roots: dict[str, str] = msgspec.field(default_factory=dict)
+    mcp_stateless: bool = True
+    # "disabled" (embedded default: one local operator) or "tokens" (API tokens + corpus grants).
+    auth_mode: str = "disabled"
+    allow_anonymous: bool = True
+    postgres_url: str = ""
+    redis_url: str = ""
+    # "search=5/20,chat=0.5/5,*=20/40" (route_class=tokens_per_s/burst); empty: no rate limits.
+    rate_limits: str = ""
+    rate_limit_fail_open: bool = True
+    trusted_proxies: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def served_corpora(self) -> frozenset[str]:
+        return frozenset(self.corpora) | frozenset(self.corpus_roots)
+
+    @classmethod
+    def from_env(cls) -> GatewaySettings:
+        return cls(
+            host=env_str("RAGMESH_GATEWAY_HOST", "127.0.0.1"),
+            port=env_int("RAGMESH_GATEWAY_PORT", DEFAULT_PORTS["gateway"]),
+            retrieval_addr=addr("retrieval"),
+            rerank_addr=addr("rerank"),
+            generation_addr=addr("generation"),
+            indexer_addr=addr("indexer"),
+            allowed_hosts=env_list("RAGMESH_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS),
+            max_body_bytes=env_int("RAGMESH_MAX_BODY_BYTES", 64 * 1024),
+            search_candidates=env_int("RAGMESH_SEARCH_CANDIDATES", 50),
+            search_timeout_s=env_float("RAGMESH_SEARCH_TIMEOUT_S", 10.0),
+            rerank_timeout_s=env_float("RAGMESH_RERANK_TIMEOUT_S", 5.0),
+            generation_timeout_s=env_float("RAGMESH_GENERATION_TIMEOUT_S", 300.0),
+            admin_timeout_s=env_float("RAGMESH_ADMIN_TIMEOUT_S", 30.0),
+            build_timeout_s=env_float("RAGMESH_BUILD_TIMEOUT_S", 3600.0),
+            health_timeout_s=env_float("RAGMESH_HEALTH_TIMEOUT_S", 2.0),
+            heartbeat_s=env_float("RAGMESH_SSE_HEARTBEAT_S", 10.0),
+            chat_top_k=env_int("RAGMESH_CHAT_TOP_K", 5),
+            chat_max_tokens=env_int("RAGMESH_CHAT_MAX_TOKENS", 512),
+            chat_include_content=env_bool("RAGMESH_CHAT_INCLUDE_CONTENT", True),
+            llm_model=env_str("RAGMESH_LLM_MODEL", ""),
+            corpora=env_list("RAGMESH_CORPORA"),
+            corpus_roots=parse_corpus_roots(env_list("RAGMESH_CORPUS_ROOTS")),
+            mcp_stateless=env_bool("RAGMESH_MCP_STATELESS", True),
+            auth_mode=_auth_mode(env_str("RAGMESH_AUTH_MODE", "disabled")),
+            allow_anonymous=env_bool("RAGMESH_ALLOW_ANONYMOUS", True),
+            postgres_url=env_str("RAGMESH_POSTGRES_URL", ""),
+            redis_url=env_str("RAGMESH_REDIS_URL", ""),
+            rate_limits=env_str("RAGMESH_RATE_LIMITS", ""),
+            rate_limit_fail_open=env_bool("RAGMESH_RATE_LIMIT_FAIL_OPEN", True),
+            trusted_proxies=env_list("RAGMESH_TRUSTED_PROXIES"),
+        )
+
+
+def _auth_mode(value: str) -> str:
+    if value not in ("disabled", "tokens"):
+        raise SystemExit(f"ragmesh: RAGMESH_AUTH_MODE={value!r} must be 'disabled' or 'tokens'")
+    return value
+
+
+def parse_corpus_roots(items: list[str]) -> dict[str, str]:
+    """``["docs=/srv/docs", "api@2=/srv/api"]`` -> ``{"docs": "/srv/docs", "api@2": "/srv/api"}``."""
+    roots: dict[str, str] = {}
+    for item in items:
+        corpus, sep, folder = item.partition("=")
+        if not sep or not corpus.strip() or not folder.strip():
+            raise SystemExit(f"ragmesh: RAGMESH_CORPUS_ROOTS entry {item!r} is not corpus=/path")
+        roots[corpus.strip()] = folder.strip()
+    return roots
+
+
+@functools.cache
+def get_settings() -> GatewaySettings:
+    return GatewaySettings.from_env()

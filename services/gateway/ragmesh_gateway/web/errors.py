@@ -1,0 +1,111 @@
+"""The one mapping from exceptions to HTTP answers: status + {code, message, request_id}.
+
+Every error body has the same shape. Unexpected exceptions become 500 INTERNAL with a generic
+message; the stack trace goes to the server log only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    ValidationException,
+)
+from litestar.openapi import ResponseSpec
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+
+from ragmesh_gateway.web.body import validation_error
+from ragmesh_gateway.web.request_context import request_id_of
+
+log = logging.getLogger("ragmesh.gateway.errors")
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    """Every error answer. ``code`` is stable (ragmesh_common.errors.ErrorCode); ``message`` is for people."""
+
+    code: str
+    message: str
+    request_id: str | None = None
+    details: dict[str, Any] | None = None
+
+
+_DESCRIPTIONS = {
+    400: "Invalid request (MALFORMED_BODY, UNKNOWN_FIELD, QUERY_EMPTY, TOP_K_OUT_OF_RANGE, ...)",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND (absent and unreadable look the same)",
+    410: "INDEX_VERSION_GONE",
+    413: "BODY_TOO_LARGE",
+    429: "RATE_LIMITED",
+    503: "UNAVAILABLE / NO_ACTIVE_INDEX",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def error_responses(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the error answers a route can give."""
+    return {
+        s: ResponseSpec(data_container=ErrorBody, description=_DESCRIPTIONS[s], generate_examples=False)
+        for s in statuses
+    }
+
+
+def as_ragmesh_error(exc: Exception) -> RagmeshError:
+    if isinstance(exc, RagmeshError):
+        return exc
+    if isinstance(exc, NotFoundException):
+        return RagmeshError(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+    if isinstance(exc, MethodNotAllowedException):
+        return RagmeshError(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed on this route")
+    if isinstance(exc, ValidationException):
+        messages = [str(item.get("message", "")) for item in (exc.extra or []) if isinstance(item, dict)]
+        if messages:
+            return validation_error(messages[0])
+        # e.g. "Missing required query parameter 'corpus' for path ...": names, never values.
+        return RagmeshError(ErrorCode.INVALID_ARGUMENT, exc.detail or "invalid request")
+    if isinstance(exc, HTTPException):
+        if exc.status_code == 413:
+            return RagmeshError(ErrorCode.BODY_TOO_LARGE, "request body is too large")
+        if exc.status_code == 400:
+            return RagmeshError(ErrorCode.MALFORMED_BODY, "request body is not valid JSON")
+        if exc.status_code == 401:
+            return RagmeshError(ErrorCode.UNAUTHENTICATED, "authentication required")
+        if exc.status_code == 403:
+            return RagmeshError(ErrorCode.PERMISSION_DENIED, "permission denied")
+        if exc.status_code == 429:
+            return RagmeshError(ErrorCode.RATE_LIMITED, "too many requests")
+        if 400 <= exc.status_code < 500:
+            return RagmeshError(ErrorCode.INVALID_ARGUMENT, "invalid request")
+    return RagmeshError(ErrorCode.INTERNAL, "internal error")
+
+
+def error_response(request: Request, exc: Exception) -> Response:
+    error = as_ragmesh_error(exc)
+    request_id = request_id_of(request.scope)
+    fields = {
+        "code": error.code.value,
+        "status": error.http_status,
+        "path_template": request.scope.get("path_template"),
+    }
+    if error.code is ErrorCode.INTERNAL and not isinstance(exc, RagmeshError):
+        log.error("unhandled error", exc_info=exc, extra={"fields": fields})
+    elif error.http_status >= 500:
+        log.warning("request failed", extra={"fields": fields})
+    headers = {}
+    if isinstance(exc, HTTPException) and exc.headers:
+        headers.update(exc.headers)  # e.g. Allow on 405
+    if error.code is ErrorCode.RATE_LIMITED and "retry_after_s" in error.details:
+        headers["Retry-After"] = str(max(1, int(float(error.details["retry_after_s"]) + 0.999)))
+    return Response(
+        content=error.to_body(request_id),
+        status_code=error.http_status,
+        headers=headers,
+        media_type="application/json",
+    )

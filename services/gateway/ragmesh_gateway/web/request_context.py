@@ -1,0 +1,96 @@
+"""Outermost ASGI layer: one request id per request, request metrics, and one access log line.
+
+It wraps Litestar's whole ASGI handler rather than running as Litestar middleware, because
+Litestar middleware only runs after routing: 404/405 answers and the mounted MCP app would
+otherwise get no request id and no metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from ragmesh_common import metrics
+from ragmesh_common.telemetry import request_id_var
+
+log = logging.getLogger("ragmesh.gateway.http")
+
+REQUEST_ID_HEADER = "x-request-id"
+_WELL_FORMED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_QUIET_ROUTES = frozenset({"/health/live", "/health/ready", "/metrics"})
+
+
+def accept_request_id(value: str | None) -> str:
+    """The caller's id when it is safe to echo and log, else a fresh one."""
+    if value and _WELL_FORMED.fullmatch(value):
+        return value
+    return uuid.uuid4().hex
+
+
+def request_id_of(scope: Any) -> str:
+    return scope.get("state", {}).get("request_id", "") or request_id_var.get()
+
+
+def route_label(scope: Any) -> str:
+    """The route template, never the raw path (bounded label cardinality)."""
+    handler = scope.get("route_handler")
+    if handler is not None and getattr(handler, "is_mount", False):
+        return sorted(handler.paths)[0]
+    return scope.get("path_template") or "unmatched"
+
+
+class RequestContextMiddleware:
+    def __init__(self, app: Any, *, service: str = "gateway") -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != REQUEST_ID_HEADER.encode()]
+        incoming = next(
+            (v for k, v in scope.get("headers", []) if k.lower() == REQUEST_ID_HEADER.encode()), None
+        )
+        request_id = accept_request_id(incoming.decode("latin-1") if incoming else None)
+        # Mounted apps (MCP) read the effective id from the headers, so rewrite it there too.
+        scope["headers"] = [*headers, (REQUEST_ID_HEADER.encode(), request_id.encode())]
+        scope.setdefault("state", {})["request_id"] = request_id
+        token = request_id_var.set(request_id)
+        start = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                out = [
+                    (k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER.encode()
+                ]
+                message = {**message, "headers": [*out, (REQUEST_ID_HEADER.encode(), request_id.encode())]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = route_label(scope)
+            method = scope.get("method", "")
+            metrics.HTTP_REQUESTS.labels(self.service, route, method, str(status)).inc()
+            metrics.HTTP_DURATION.labels(self.service, route, method).observe(elapsed)
+            log.log(
+                logging.DEBUG if route in _QUIET_ROUTES else logging.INFO,
+                "request",
+                extra={
+                    "fields": {
+                        "method": method,
+                        "route": route,
+                        "status": status,
+                        "ms": round(elapsed * 1000, 2),
+                    }
+                },
+            )
+            request_id_var.reset(token)

@@ -1,0 +1,136 @@
+"""GET /files/{corpus}/{path}: originals from the corpus root, nothing outside it, one 404 for all refusals.
+
+Traversal attempts go over a raw socket to a real uvicorn: HTTP clients normalise "../" away
+before sending, which would test the client instead of the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from gateway_auth import StaticAuthenticator
+from gateway_mesh import Mesh, serve
+from ragmesh_gateway.access import Caller
+from ragmesh_gateway.app import create_app
+from ragmesh_gateway.deps import build_deps
+
+FILES = "/api/rag/v1/files"
+
+
+@pytest.fixture
+def corpus_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "corpus"
+    (root / "guide").mkdir(parents=True)
+    (root / "guide" / "intro.md").write_text("# Intro\nhello\n", encoding="utf-8")
+    (root / "guide" / "page.html").write_text("<script>alert(1)</script>", encoding="utf-8")
+    (root / "manual.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
+    (root / "with space.txt").write_text("spaced\n", encoding="utf-8")
+    (root / ".env").write_text("TOKEN=secret\n")
+    (tmp_path / "secret.txt").write_text("outside the corpus\n")
+    os.symlink(tmp_path / "secret.txt", root / "escape.txt")
+    return root
+
+
+def app_for(mesh: Mesh, root: Path, caller: Caller | None = None):
+    settings = mesh.settings(corpus_roots={"docs@1": str(root), "internal@1": str(root)})
+    deps = build_deps(settings)
+    if caller is not None:
+        deps.authenticator = StaticAuthenticator(caller)
+    return create_app(settings, deps)
+
+
+async def raw_get(base_url: str, target: str) -> tuple[int, dict, bytes]:
+    """Send the request target byte for byte."""
+    parts = urlsplit(base_url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    writer.write(
+        f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode("latin-1")
+    )
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    if headers.get("transfer-encoding") == "chunked":
+        body = _unchunk(body)
+    return status, headers, body
+
+
+def _unchunk(data: bytes) -> bytes:
+    out = b""
+    while data:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        out, data = out + data[:size], data[size + 2 :]
+    return out
+
+
+async def test_serves_an_original_file_with_its_type(mesh: Mesh, corpus_tree: Path) -> None:
+    async with serve(app_for(mesh, corpus_tree)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            md = await http.get(f"{FILES}/docs@1/guide/intro.md")
+            pdf = await http.get(f"{FILES}/docs@1/manual.pdf")
+            html = await http.get(f"{FILES}/docs@1/guide/page.html")
+            spaced = await http.get(f"{FILES}/docs@1/with%20space.txt")
+    assert md.status_code == 200 and md.text == "# Intro\nhello\n"
+    assert md.headers["content-type"] == "text/markdown; charset=utf-8"
+    assert md.headers["x-content-type-options"] == "nosniff"
+    assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
+    # Stored HTML is shown sandboxed, never run on the gateway's origin.
+    assert html.headers["content-security-policy"].startswith("sandbox")
+    assert spaced.status_code == 200 and spaced.text == "spaced\n"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        f"{FILES}/docs@1/../secret.txt",
+        f"{FILES}/docs@1/guide/../../secret.txt",
+        f"{FILES}/docs@1/%2e%2e/secret.txt",
+        f"{FILES}/docs@1/%2E%2E/%2E%2E/secret.txt",
+        f"{FILES}/docs@1/guide%2f..%2f..%2fsecret.txt",
+        f"{FILES}/docs@1/..%5csecret.txt",
+        f"{FILES}/docs@1//etc/passwd",
+        f"{FILES}/docs@1/%2fetc%2fpasswd",
+        f"{FILES}/docs@1/escape.txt",
+        f"{FILES}/docs@1/.env",
+        f"{FILES}/docs@1/guide/intro.md%00.txt",
+        f"{FILES}/docs@1/guide/missing.md",
+        f"{FILES}/nope@1/guide/intro.md",
+        f"{FILES}/docs@1/guide",
+        f"{FILES}/../../etc/passwd",
+    ],
+)
+async def test_traversal_and_probing_all_get_the_same_404(mesh: Mesh, corpus_tree: Path, target: str) -> None:
+    async with serve(app_for(mesh, corpus_tree)) as base_url:
+        status, headers, body = await raw_get(base_url, target)
+        _, _, missing = await raw_get(base_url, f"{FILES}/docs@1/guide/missing.md")
+    assert status == 404, body
+    assert b"outside the corpus" not in body and b"TOKEN=secret" not in body
+    strip = lambda raw: {k: v for k, v in json.loads(raw).items() if k != "request_id"}  # noqa: E731
+    assert strip(body) == strip(missing) == {"code": "NOT_FOUND", "message": "file not found"}
+    assert headers["content-type"].startswith("application/json")
+
+
+async def test_unreadable_corpus_looks_exactly_like_a_missing_file(mesh: Mesh, corpus_tree: Path) -> None:
+    reader = Caller("bob", readable_corpora=frozenset({"docs@1"}), scopes=frozenset({"rag:read"}))
+    async with serve(app_for(mesh, corpus_tree, reader)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            hidden = await http.get(f"{FILES}/internal@1/guide/intro.md")
+            missing = await http.get(f"{FILES}/docs@1/guide/nothing.md")
+            allowed = await http.get(f"{FILES}/docs@1/guide/intro.md")
+    assert hidden.status_code == missing.status_code == 404
+    strip = lambda r: {k: v for k, v in r.json().items() if k != "request_id"}  # noqa: E731
+    assert strip(hidden) == strip(missing) == {"code": "NOT_FOUND", "message": "file not found"}
+    assert allowed.status_code == 200

@@ -1,0 +1,62 @@
+"""Health and metrics against real gRPC health services of the doubles."""
+
+from __future__ import annotations
+
+from litestar.testing import AsyncTestClient
+
+from ragmesh.v1 import retrieval_pb2
+
+from gateway_mesh import Mesh
+
+
+async def test_live_needs_no_downstream(client: AsyncTestClient, mesh: Mesh) -> None:
+    for name in ("retrieval", "rerank", "generation"):
+        await mesh.stop(name)
+    response = await client.get("/health/live")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+async def test_ready_when_all_serve_and_a_corpus_is_active(client: AsyncTestClient) -> None:
+    response = await client.get("/health/ready")
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ready",
+        "checks": {
+            "retrieval": "serving",
+            "rerank": "serving",
+            "generation": "serving",
+            "corpora": "serving",
+        },
+        "active_corpora": 1,
+        "reason": None,
+    }
+
+
+async def test_not_ready_when_a_downstream_is_down(client: AsyncTestClient, mesh: Mesh) -> None:
+    await mesh.stop("generation")
+    response = await client.get("/health/ready")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not_ready" and body["checks"]["generation"] == "not_serving"
+    assert body["checks"]["retrieval"] == "serving" and "generation" in body["reason"]
+
+
+async def test_not_ready_without_an_active_corpus(client: AsyncTestClient, mesh: Mesh) -> None:
+    mesh.retrieval.corpora = [retrieval_pb2.CorpusInfo(corpus="docs@1", state="empty")]
+    response = await client.get("/health/ready")
+    assert response.status_code == 503
+    assert response.json()["checks"]["corpora"] == "not_serving" and response.json()["active_corpora"] == 0
+
+
+async def test_metrics_count_requests_by_route_template(client: AsyncTestClient) -> None:
+    await client.get("/api/rag/v1/files/docs@1/some/where.md")
+    await client.post("/api/rag/v1/search", json={"query": "q"})
+    text = (await client.get("/metrics")).text
+    assert (
+        'ragmesh_http_requests_total{method="POST",route="/api/rag/v1/search",service="gateway",status="200"}'
+        in text
+    )
+    # Paths are reported by their template, so label values stay bounded.
+    assert 'route="/api/rag/v1/files/{corpus}/{path}"' in text
+    assert "some/where.md" not in text
+    assert "ragmesh_http_request_duration_seconds_bucket" in text

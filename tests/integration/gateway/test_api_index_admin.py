@@ -1,0 +1,65 @@
+"""Internal index routes talk to a real gRPC indexer double."""
+
+from __future__ import annotations
+
+from litestar.testing import AsyncTestClient
+
+from gateway_auth import StaticAuthenticator
+from gateway_mesh import Mesh
+from ragmesh_gateway.access import Caller
+from ragmesh_gateway.app import create_app
+from ragmesh_gateway.deps import build_deps
+
+INDEX = "/api/rag/v1/internal/index"
+
+
+async def test_build_promote_rollback_status(client: AsyncTestClient, mesh: Mesh) -> None:
+    build = await client.post(
+        f"{INDEX}/build", json={"corpus": "docs@1", "root": "/srv/docs", "force": True, "reason": "nightly"}
+    )
+    assert build.status_code == 200
+    assert build.json()["index_version"] == "v2" and build.json()["files"][0]["status"] == "indexed"
+    sent = mesh.indexer.requests[-1]
+    assert (sent.corpus.corpus, sent.corpus.root, sent.force, sent.actor, sent.reason) == (
+        "docs@1",
+        "/srv/docs",
+        True,
+        "local",
+        "nightly",
+    )
+
+    promote = await client.post(f"{INDEX}/promote", json={"corpus": "docs@1", "index_version": "v2"})
+    assert promote.status_code == 200 and promote.json()["active_version"] == "v2"
+    assert promote.json()["changed"] is True
+
+    rollback = await client.post(f"{INDEX}/rollback", json={"corpus": "docs@1", "reason": "bad build"})
+    assert rollback.status_code == 200 and rollback.json()["active_version"] == "v1"
+
+    status = await client.get(f"{INDEX}/status", params={"corpus": "docs@1"})
+    assert status.status_code == 200
+    assert status.json()["versions"] == [
+        {
+            "index_version": "v1",
+            "state": "active",
+            "created_at": "",
+            "actor": "",
+            "reason": "",
+            "chunks": 0,
+            "documents": 0,
+        }
+    ]
+
+
+async def test_indexer_errors_keep_their_code(client: AsyncTestClient) -> None:
+    response = await client.post(f"{INDEX}/promote", json={"corpus": "docs@1", "index_version": "missing"})
+    assert response.status_code == 404 and response.json()["code"] == "NOT_FOUND"
+
+
+async def test_non_admin_callers_are_refused_before_the_indexer(mesh: Mesh) -> None:
+    settings = mesh.settings()
+    deps = build_deps(settings)
+    deps.authenticator = StaticAuthenticator(Caller("reader", scopes=frozenset({"rag:search", "rag:read"})))
+    async with AsyncTestClient(create_app(settings, deps)) as reader:
+        response = await reader.post(f"{INDEX}/promote", json={"corpus": "docs@1", "index_version": "v2"})
+    assert response.status_code == 403 and response.json()["code"] == "PERMISSION_DENIED"
+    assert mesh.indexer.requests == []
