@@ -27,11 +27,6 @@ def main(argv: list[str] | None = None) -> None:
     log.info(
         "starting", extra={"fields": {"settings": describe(settings), "host": args.host, "port": args.port}}
     )
-    if not settings.served_corpora:
-        # Retrieval denies by default and lists only corpora asked for by name.
-        log.warning(
-            "no corpora configured: set RAGMESH_CORPORA (or RAGMESH_CORPUS_ROOTS); searches find nothing"
-        )
     app = create_app(settings)
     try:
         uvicorn.run(

@@ -17,9 +17,9 @@ from ragmesh_common.settings import MissingSetting
 from ragmesh_gateway.access import AuthDisabled, Authenticator, NoRateLimit, RateLimiter
 from ragmesh_gateway.chat.ports import AnswerGenerator, NoSessionMemory, SessionMemory
 from ragmesh_gateway.chat.service import ChatService
-from ragmesh_gateway.corpora.ports import ConfiguredCorpusDirectory, CorpusCatalog, CorpusDirectory
+from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory, DiscoveredCorpusDirectory
 from ragmesh_gateway.corpora.service import CorpusService
-from ragmesh_gateway.files.ports import ConfiguredCorpusRoots, CorpusRoots
+from ragmesh_gateway.files.ports import ConfiguredCorpusRoots, CorpusRoots, IndexedCorpusRoots
 from ragmesh_gateway.files.service import FileService
 from ragmesh_gateway.health.ports import DependencyProbe
 from ragmesh_gateway.health.service import ReadinessService
@@ -91,9 +91,10 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
             for peer in ("retrieval", "rerank", "generation")
         ],
         corpus_roots=ConfiguredCorpusRoots(settings.corpus_roots),
-        directory=ConfiguredCorpusDirectory(settings.served_corpora),
+        directory=DiscoveredCorpusDirectory(retrieval, settings.served_corpora),
         on_close=[channels.close],
     )
+    deps.corpus_roots = IndexedCorpusRoots(ConfiguredCorpusRoots(settings.corpus_roots), deps.directory)
     _add_access_control(settings, deps)
     return deps
 

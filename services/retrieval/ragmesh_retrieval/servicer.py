@@ -52,7 +52,8 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
         )
 
     async def ListCorpora(self, request, context) -> retrieval_pb2.ListCorporaResponse:  # noqa: N802
-        corpora = await self.directory.list_corpora(list(request.readable_corpora))
+        corpora = await self.directory.list_corpora(list(request.readable_corpora),
+                                                    all_corpora=request.all_corpora)
         return retrieval_pb2.ListCorporaResponse(
             corpora=[retrieval_pb2.CorpusInfo(**msgspec.structs.asdict(c)) for c in corpora]
         )

@@ -8,7 +8,7 @@ import msgspec
 
 from ragmesh_common.settings import METRICS_PORTS, addr, env_bool, env_float, env_int, env_str, state_dir
 
-from ragmesh_retrieval.domain.model import SearchLimits
+from ragmesh_retrieval.domain.model import SEARCH_MODES, SearchLimits
 
 
 class RetrievalSettings(msgspec.Struct, frozen=True):
@@ -42,6 +42,12 @@ class RetrievalSettings(msgspec.Struct, frozen=True):
 def load_settings(port: int | None = None, host: str | None = None) -> RetrievalSettings:
     default_host, _, default_port = addr("retrieval").rpartition(":")
     qdrant_url = env_str("RAGMESH_QDRANT_URL")
+    mode = env_str("RAGMESH_RETRIEVAL_MODE", "hybrid").lower()
+    if mode not in SEARCH_MODES:
+        raise SystemExit(f"ragmesh-retrieval: RAGMESH_RETRIEVAL_MODE={mode!r} is not one of {', '.join(SEARCH_MODES)}")
+    cjk_mode = env_str("RAGMESH_RETRIEVAL_CJK_MODE", "sparse").lower()
+    if cjk_mode not in ("hybrid", "sparse"):
+        raise SystemExit(f"ragmesh-retrieval: RAGMESH_RETRIEVAL_CJK_MODE={cjk_mode!r} is not hybrid or sparse")
     metrics_port = env_int("RAGMESH_RETRIEVAL_METRICS_PORT", METRICS_PORTS["retrieval"])
     return RetrievalSettings(
         host=host or default_host or "127.0.0.1",
@@ -62,6 +68,8 @@ def load_settings(port: int | None = None, host: str | None = None) -> Retrieval
             candidates=env_int("RAGMESH_RETRIEVAL_CANDIDATES", 50),
             rrf_k=env_int("RAGMESH_RETRIEVAL_RRF_K", 60),
             embed_timeout_s=env_float("RAGMESH_RETRIEVAL_EMBED_TIMEOUT_S", 3.0),
+            mode=mode,
+            cjk_mode=cjk_mode,
         ),
     )
 

@@ -18,6 +18,7 @@ class CorpusInfo:
     state: str = "empty"  # "active" or "empty"
     license: str = ""
     source_url: str = ""
+    root: str = ""  # the folder the indexer read; internal, never sent to clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +41,60 @@ class CorpusCatalog(abc.ABC):
 
 
 class CorpusDirectory(abc.ABC):
-    """Every corpus id the gateway serves, whoever asks: the set that ACLs are cut from.
-
-    Retrieval lists only corpora the caller names, so the gateway has to know the ids up front.
-    """
+    """Every corpus id the gateway serves, whoever asks: the set that ACLs are cut from."""
 
     @abc.abstractmethod
     async def corpus_ids(self) -> frozenset[str]: ...
+
+    async def root_of(self, corpus: str) -> str:
+        """The corpus folder as the indexer recorded it ("" when unknown)."""
+        return ""
+
+
+class DiscoveredCorpusDirectory(CorpusDirectory):
+    """Corpora with an active index, as retrieval reports them, plus any configured ids.
+
+    Cached for ``ttl_s`` so a burst of requests asks retrieval once; a newly promoted corpus shows up
+    within that time. When retrieval cannot be reached the last known list (or the configured one)
+    keeps serving: ACLs only ever shrink to what is known.
+    """
+
+    def __init__(self, lister: "AllCorporaLister", configured: frozenset[str] = frozenset(),
+                 *, ttl_s: float = 2.0) -> None:
+        self._lister = lister
+        self._configured = frozenset(configured)
+        self._ttl_s = ttl_s
+        self._known: dict[str, CorpusInfo] = {}
+        self._fetched_at = float("-inf")
+
+    async def _refresh(self) -> None:
+        import time
+
+        from ragmesh_common.errors import RagmeshError
+
+        now = time.monotonic()
+        if now - self._fetched_at < self._ttl_s:
+            return
+        try:
+            self._known = {c.corpus: c for c in await self._lister.list_all_corpora()}
+            self._fetched_at = now
+        except RagmeshError:
+            self._fetched_at = now - self._ttl_s / 2  # retry soon, keep what we knew
+
+    async def corpus_ids(self) -> frozenset[str]:
+        await self._refresh()
+        return self._configured | frozenset(self._known)
+
+    async def root_of(self, corpus: str) -> str:
+        await self._refresh()
+        info = self._known.get(corpus)
+        return info.root if info else ""
+
+
+class AllCorporaLister(abc.ABC):
+    @abc.abstractmethod
+    async def list_all_corpora(self) -> list[CorpusInfo]:
+        """Every corpus with an active index, with visibility and root (gateway-internal)."""
 
 
 class ConfiguredCorpusDirectory(CorpusDirectory):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 from ragmesh_common.rpc.client import unary
 
-from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusInfo, IndexStats
+from ragmesh_gateway.corpora.ports import AllCorporaLister, CorpusCatalog, CorpusInfo, IndexStats
 from ragmesh_gateway.search.models import ChunkBatch, RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.ports import SearchBackend
 from ragmesh_gateway.upstream.channels import Channels
@@ -14,7 +14,7 @@ from ragmesh_gateway.upstream.convert import chunk_from_pb, filters_to_pb, score
 PEER = "retrieval"
 
 
-class GrpcRetrieval(SearchBackend, CorpusCatalog):
+class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog):
     def __init__(self, channels: Channels, *, timeout_s: float) -> None:
         self._channels = channels
         self._timeout_s = timeout_s
@@ -68,10 +68,16 @@ class GrpcRetrieval(SearchBackend, CorpusCatalog):
         )
         return ChunkBatch(chunks=[chunk_from_pb(c) for c in reply.chunks], missing=list(reply.missing))
 
+    async def list_all_corpora(self) -> list[CorpusInfo]:
+        return await self._list(retrieval_pb2.ListCorporaRequest(all_corpora=True))
+
     async def list_corpora(self, readable_corpora: tuple[str, ...]) -> list[CorpusInfo]:
+        return await self._list(retrieval_pb2.ListCorporaRequest(readable_corpora=list(readable_corpora)))
+
+    async def _list(self, request: retrieval_pb2.ListCorporaRequest) -> list[CorpusInfo]:
         reply = await unary(
             self._stub.ListCorpora,
-            retrieval_pb2.ListCorporaRequest(readable_corpora=list(readable_corpora)),
+            request,
             timeout=self._timeout_s,
             peer=PEER,
         )
@@ -87,6 +93,7 @@ class GrpcRetrieval(SearchBackend, CorpusCatalog):
                 state=c.state or "empty",
                 license=c.license,
                 source_url=c.source_url,
+                root=c.root,
             )
             for c in reply.corpora
         ]

@@ -16,6 +16,18 @@ class SearchLimits(msgspec.Struct, frozen=True):
     candidates: int = 50
     rrf_k: int = 60
     embed_timeout_s: float = 3.0
+    # Which signals a search uses: "hybrid" (dense + BM25, fused), or one alone. The single-signal
+    # modes exist for evaluation (bench/eval_retrieval.py measures each stage) and for operators
+    # who want to rule one signal out; they are not a degradation and are not reported as one.
+    mode: str = "hybrid"
+    # Queries written mostly in Chinese with mode "hybrid": "sparse" searches them by BM25 alone,
+    # because the default embedder (all-MiniLM-L6-v2) was trained on English and its vectors only
+    # add noise to the fusion (XQuAD-zh: dense nDCG@10 0.19, BM25 0.96, their RRF 0.53). Set
+    # "hybrid" with a multilingual embedder.
+    cjk_mode: str = "sparse"
+
+
+SEARCH_MODES = ("hybrid", "dense", "sparse")
 
 
 class SearchInput(msgspec.Struct, frozen=True):
@@ -83,6 +95,7 @@ class CorpusSummary(msgspec.Struct):
     state: str
     license: str
     source_url: str
+    root: str = ""
 
 
 class StoreStats(msgspec.Struct):

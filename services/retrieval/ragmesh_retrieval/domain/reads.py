@@ -57,8 +57,9 @@ class CorpusDirectory:
         # The ids' corpus is unknown: every readable corpus's collection of that version is a candidate.
         return sorted({collection_name(c, version) for c in readable} & existing)
 
-    async def list_corpora(self, readable_corpora: list[str]) -> list[CorpusSummary]:
-        active = await self.catalog.readable(readable_corpora)
+    async def list_corpora(self, readable_corpora: list[str], *, all_corpora: bool = False) -> list[CorpusSummary]:
+        active = list((await self.catalog.active()).values()) if all_corpora else \
+            await self.catalog.readable(readable_corpora)
         counts = await asyncio.gather(*(self.store.count(c.collection) for c in active), return_exceptions=True)
         summaries = []
         for entry, count in zip(active, counts):
@@ -71,7 +72,7 @@ class CorpusDirectory:
                 corpus=entry.corpus, library=corpus.library, version=corpus.version,
                 visibility=corpus.visibility, active_index_version=entry.index_version,
                 points=count, documents=entry.meta.documents, state="active" if count else "empty",
-                license=corpus.license, source_url=corpus.source_url,
+                license=corpus.license, source_url=corpus.source_url, root=corpus.root,
             ))
         return summaries
 

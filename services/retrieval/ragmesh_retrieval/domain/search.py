@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import msgspec
 from opentelemetry import trace
@@ -95,13 +96,17 @@ class HybridRetriever:
         readable = await self.catalog.readable(request.readable_corpora)
         targets, skipped = route(readable, request, self.limits.max_libraries)
         embed_watch = Stopwatch()
-        dense, model_id = await self._embed(query)
+        mode = self._mode_for(query)
+        if mode == "sparse":  # configured keyword-only: no embedding, nothing degraded
+            dense, model_id, degraded = None, None, []
+        else:
+            dense, model_id = await self._embed(query)
+            degraded = [] if dense is not None else ["embedding"]
         embed_ms = embed_watch.ms
-        degraded: list[str] = [] if dense is not None else ["embedding"]
         # The ACL travels into every store query. Listing the readable corpora that have an index (not
         # every name in a possibly long ACL) keeps the filter small and excludes the same points.
         acl = tuple(c.corpus for c in readable)
-        plans = await self._plans(targets, acl, query, dense, model_id, top_k, request, degraded)
+        plans = await self._plans(targets, acl, query, dense, model_id, top_k, request, degraded, mode)
 
         query_watch = Stopwatch()
         per_corpus = await asyncio.gather(*(self._query(plan) for plan in plans))
@@ -123,6 +128,11 @@ class HybridRetriever:
             skipped_libraries=skipped,
         )
         return outcome, {"embed_ms": embed_ms, "query_ms": query_ms}
+
+    def _mode_for(self, query: str) -> str:
+        if self.limits.mode == "hybrid" and self.limits.cjk_mode == "sparse" and is_mostly_cjk(query):
+            return "sparse"
+        return self.limits.mode
 
     async def _embed(self, query: str) -> tuple[list[float] | None, str | None]:
         """(query vector, model id), or (None, None) when the runtime is down or too slow."""
@@ -150,6 +160,7 @@ class HybridRetriever:
         top_k: int,
         request: SearchInput,
         degraded: list[str],
+        mode: str,
     ) -> list[_Plan]:
         sparse_by_config: dict[bytes, SparseVector] = {}
         plans = []
@@ -163,7 +174,9 @@ class HybridRetriever:
                 log.warning("query model differs from the index", extra={"fields": {
                     "index_version": target.index_version, "index_model": meta.embedding_model,
                     "index_dimensions": meta.vector_size, "query_model": model_id, "query_dimensions": len(dense)}})
-            sparse = await self._sparse(meta, query, sparse_by_config, degraded)
+            sparse = None
+            if mode != "dense":
+                sparse = await self._sparse(meta, query, sparse_by_config, degraded)
             plans.append(_Plan(target=target, query=HybridQuery(
                 collection=target.collection,
                 filter=PointFilter(
@@ -247,6 +260,15 @@ class HybridRetriever:
             if len(results) == top_k:
                 break
         return results, filtered
+
+
+_HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def is_mostly_cjk(text: str) -> bool:
+    """More Han characters than Latin words (the runtime's generator uses the same rule)."""
+    return len(_HAN_CHAR.findall(text)) > len(_LATIN_WORD.findall(text))
 
 
 def _add(items: list[str], item: str) -> None:
