@@ -1,0 +1,175 @@
+"""The embedded mesh: the CPU model runtime and the five services, each its own OS process.
+
+The CLI starts services as processes (``python -m ragmesh_<service>``) instead of importing them,
+so the layering stays one-way. Every process listens on 127.0.0.1; ports come from a base port so
+several meshes (a developer's `make run` and the test suite) can run side by side.
+
+Qdrant's local mode can be opened by one process only: the retrieval process owns the storage and
+serves the VectorStore gRPC service that the indexer writes through.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragmesh_common.settings import DEFAULT_PORTS, METRICS_PORTS
+
+# Start order: the runtime loads models; retrieval owns the vector store the indexer writes to;
+# the gateway comes last because its readiness depends on all the others.
+SERVICES = ("runtime", "retrieval", "rerank", "generation", "indexer", "gateway")
+
+
+@dataclass(frozen=True)
+class MeshPorts:
+    """Loopback ports of one mesh: the documented defaults, or consecutive ports from a base."""
+
+    base: int | None = None
+
+    def port(self, service: str) -> int:
+        if self.base is None:
+            return DEFAULT_PORTS[service]
+        return self.base + SERVICES.index(service)
+
+    def metrics_port(self, service: str) -> int:
+        if self.base is None:
+            return METRICS_PORTS[service]
+        return self.base + 10 + SERVICES.index(service)
+
+
+@dataclass
+class Mesh:
+    state_dir: Path
+    ports: MeshPorts = field(default_factory=MeshPorts)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    runtime_url: str = ""        # empty: start the CPU runtime; else use this TEI/OpenAI server
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.port('gateway')}"
+
+    def endpoints(self) -> dict[str, str]:
+        out = {"gateway": self.gateway_url, "mcp": f"{self.gateway_url}/mcp"}
+        for svc in ("retrieval", "rerank", "generation", "indexer"):
+            out[svc] = f"127.0.0.1:{self.ports.port(svc)} (gRPC)"
+        out["runtime"] = self._runtime_base()
+        return out
+
+    def _runtime_base(self) -> str:
+        return self.runtime_url or f"http://127.0.0.1:{self.ports.port('runtime')}"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        runtime = self._runtime_base()
+        env.update(
+            {
+                "RAGMESH_STATE_DIR": str(self.state_dir),
+                "RAGMESH_EMBED_URL": env.get("RAGMESH_EMBED_URL") or runtime,
+                "RAGMESH_RERANK_URL": env.get("RAGMESH_RERANK_URL") or runtime,
+                "RAGMESH_LLM_URL": env.get("RAGMESH_LLM_URL") or f"{runtime}/v1",
+                "RAGMESH_RUNTIME_PORT": str(self.ports.port("runtime")),
+                "RAGMESH_GATEWAY_PORT": str(self.ports.port("gateway")),
+                "PYTHONUNBUFFERED": "1",
+                "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE"),
+            }
+        )
+        for svc in ("retrieval", "rerank", "generation", "indexer"):
+            env[f"RAGMESH_{svc.upper()}_ADDR"] = f"127.0.0.1:{self.ports.port(svc)}"
+            env[f"RAGMESH_{svc.upper()}_METRICS_PORT"] = str(self.ports.metrics_port(svc))
+        env.update(self.extra_env)
+        return env
+
+    def start(self, *, timeout: float = 120.0, log=print) -> None:
+        logs = self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = self.env()
+        try:
+            for svc in SERVICES:
+                if svc == "runtime" and self.runtime_url:
+                    continue
+                self.start_one(svc, env, logs)
+                self.wait_ready(svc, timeout=timeout)
+                log(f"ragmesh: {svc} ready")
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_one(self, svc: str, env: dict[str, str] | None = None, logs: Path | None = None) -> None:
+        env = env or self.env()
+        logs = logs or self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", f"ragmesh_{svc}", "--port", str(self.ports.port(svc))]
+        out = open(logs / f"{svc}.log", "ab")
+        # A new process group per child so Ctrl-C in the terminal reaches only `ragmesh up`, which
+        # then stops the children in reverse order.
+        self.processes[svc] = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        out.close()
+
+    def wait_ready(self, svc: str, *, timeout: float = 120.0) -> None:
+        proc = self.processes.get(svc)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                tail = self._log_tail(svc)
+                raise RuntimeError(f"{svc} exited with code {proc.returncode} during start\n{tail}")
+            if self.is_healthy(svc):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{svc} not ready after {timeout:.0f}s\n{self._log_tail(svc)}")
+
+    def is_healthy(self, svc: str) -> bool:
+        from ragmesh_common.healthcheck import check_grpc, check_http
+
+        try:
+            if svc == "runtime":
+                return check_http(f"{self._runtime_base()}/health", timeout=1.0)
+            if svc == "gateway":
+                return check_http(f"{self.gateway_url}/health/live", timeout=1.0)
+            return check_grpc(f"127.0.0.1:{self.ports.port(svc)}", timeout=1.0)
+        except Exception:
+            return False
+
+    def stop_one(self, svc: str, *, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
+        proc = self.processes.pop(svc, None)
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def stop(self) -> None:
+        for svc in reversed(SERVICES):
+            self.stop_one(svc)
+
+    def _log_tail(self, svc: str, lines: int = 30) -> str:
+        path = self.state_dir / "logs" / f"{svc}.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def http_json(url: str, body: dict | None = None, *, timeout: float = 60.0, headers: dict | None = None):
+    import json
+
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback
+        return json.loads(resp.read())

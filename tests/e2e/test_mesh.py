@@ -1,0 +1,83 @@
+"""The whole mesh, every hop real: runtime + five services as processes, indexed and queried."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ragmesh_cli.commands import stream_answer
+
+pytestmark = pytest.mark.e2e
+
+KNOWN = "The default queue depth of the Quokka scheduler is forty-two jobs per worker."
+SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "e2e_corpus" / "guide" / "install.md"
+
+
+def test_search_returns_the_chunk_with_exact_lines(mesh) -> None:
+    resp = httpx.post(f"{mesh.gateway_url}/api/rag/v1/search",
+                      json={"query": "What is the default queue depth of the scheduler?", "top_k": 5}, timeout=60)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    hits = [r for r in body["results"] if KNOWN in r["quote"]]
+    assert hits, [r["quote"][:80] for r in body["results"]]
+    hit = hits[0]
+    assert hit["download_path"].endswith("guide/install.md") or "install" in hit["url"]
+    start, end = hit["source_lines"]
+    lines = SOURCE.read_text(encoding="utf-8").splitlines()
+    cited = "\n".join(lines[start - 1:end])
+    assert KNOWN in cited, (start, end)
+    assert hit["quote"] in cited or cited in hit["quote"] or hit["quote"].strip() == cited.strip()
+    assert body["results"][0]["source_id"] == "S1"
+
+
+def test_chat_stream_orders_tokens_sources_done(mesh) -> None:
+    events = []
+    with httpx.Client(timeout=120) as client:
+        with client.stream("POST", f"{mesh.gateway_url}/api/rag/v1/chat/stream",
+                           json={"question": "What is the default queue depth of the Quokka scheduler?"}) as resp:
+            assert resp.status_code == 200
+            assert resp.headers.get("x-accel-buffering") == "no"
+            name = None
+            for line in resp.iter_lines():
+                if line.startswith("event:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and name:
+                    events.append((name, json.loads(line.split(":", 1)[1])))
+                    name = None
+    names = [n for n, _ in events]
+    assert names[0] == "meta"
+    assert names.count("done") + names.count("error") == 1 and names[-1] == "done", names
+    tokens = [i for i, n in enumerate(names) if n == "token"]
+    sources = names.index("sources")
+    assert tokens and max(tokens) < sources < len(names) - 1
+    answer = "".join(d["text"] for n, d in events if n == "token")
+    assert "[S" in answer
+    cited = events[sources][1]["sources"]
+    assert cited and all(s["url"] and s["source_lines"] for s in cited)
+
+
+def test_one_trace_spans_every_service(mesh) -> None:
+    rid = f"trace-{time.time_ns()}"
+    result = stream_answer(mesh.gateway_url, "How often do Quokka workers report heartbeats?",
+                           headers={"X-Request-ID": rid}, timeout=120)
+    assert result["terminal"] and result["terminal"]["event"] == "done"
+    trace_file = Path(mesh.extra_env["RAGMESH_TRACE_FILE"])
+    wanted = {"ragmesh-gateway", "ragmesh-retrieval", "ragmesh-rerank", "ragmesh-generation"}
+    deadline = time.monotonic() + 15
+    while True:
+        spans = [json.loads(line) for line in trace_file.read_text().splitlines() if line.strip()]
+        gateway_roots = [s for s in spans if s["service"] == "ragmesh-gateway"
+                         and s["attributes"].get("ragmesh.request_id") == rid]
+        if gateway_roots:
+            trace_id = gateway_roots[0]["trace_id"]
+            services = {s["service"] for s in spans if s["trace_id"] == trace_id}
+            if wanted <= services or time.monotonic() > deadline:
+                break
+        elif time.monotonic() > deadline:
+            pytest.fail("no gateway span carries the request id")
+        time.sleep(0.5)
+    assert wanted <= services, services
