@@ -216,6 +216,14 @@ def cmd_index_ci(args) -> int:
         corpus=spec, force=args.force, actor=_actor(), reason=args.reason or "ci"))
     err(f"built {built.index_version}: {built.documents} documents, {built.chunks} chunks "
         f"({built.embedded} embedded, {built.reused_vectors} reused){' [unchanged]' if built.reused_existing else ''}")
+    if built.reused_existing and built.state == "active":
+        emit({"build": _pb_json(built), "promoted": False, "unchanged": True})
+        return EXIT_OK
+    if built.reused_existing and built.state == "validated":
+        promoted = _indexer_call(args, "Promote", indexer_pb2.PromoteRequest(
+            corpus=spec.corpus, index_version=built.index_version, actor=_actor(), reason=args.reason or "ci"))
+        emit({"build": _pb_json(built), "promote": _pb_json(promoted)})
+        return EXIT_OK
     report = _indexer_call(args, "Validate", indexer_pb2.ValidateRequest(
         corpus=spec.corpus, index_version=built.index_version))
     for gate in report.gates:

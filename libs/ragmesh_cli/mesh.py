@@ -96,7 +96,7 @@ class Mesh:
                     continue
                 self.start_one(svc, env, logs)
                 self.wait_ready(svc, timeout=timeout)
-                log(f"ragmesh: {svc} ready")
+                log(f"{svc} ready")
         except BaseException:
             self.stop()
             raise
