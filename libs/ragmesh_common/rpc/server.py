@@ -77,7 +77,9 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
 
     def _wrap_stream(self, behavior, method: str, request_id: str):
         async def wrapper(request, context):
-            token = request_id_var.set(request_id)
+            # Each call runs in its own task, so setting the id needs no reset (a reset would fail
+            # when the generator is closed from another context after a client cancel).
+            request_id_var.set(request_id)
             start = time.perf_counter()
             code = "OK"
             try:
@@ -96,7 +98,6 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
                                     trailing_metadata=(("ragmesh-error-code", "INTERNAL"),))
             finally:
                 self._observe(method, code, start)
-                request_id_var.reset(token)
 
         return wrapper
 

@@ -24,11 +24,40 @@ _LEADING_MARKER = re.compile(r"^(?:[-*+•]\s+|\d{1,3}[.)]\s+|>\s*)")
 _HAS_WORD = re.compile(r"[0-9A-Za-z\u3400-\u9fff]")
 
 
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_MARKUP = re.compile(r"</?[A-Za-z][\w-]*(\s[^<>]*)?>")
+
+
 def split_sentences(text: str) -> list[str]:
+    """Prose sentences only: code fences, headings, table rows and markup-laden lines are not
+    answers — they are quoted structure, and an extractive answer made of them reads as noise."""
     sentences: list[str] = []
+    fenced = _fenced_spans(text)
     for start, end in _blocks(text):
-        sentences.extend(_split_block(text, start, end))
+        if any(fs <= start < fe for fs, fe in fenced):
+            continue
+        head = text[start:end].lstrip()
+        if head.startswith(("#", "|", "```", "~~~")):
+            continue
+        sentences.extend(p for p in _split_block(text, start, end) if not _MARKUP.search(p))
     return sentences
+
+
+def _fenced_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    opened: int | None = None
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line):
+            if opened is None:
+                opened = offset
+            else:
+                spans.append((opened, offset + len(line)))
+                opened = None
+        offset += len(line)
+    if opened is not None:
+        spans.append((opened, offset))
+    return spans
 
 
 def _blocks(text: str) -> list[tuple[int, int]]:

@@ -54,7 +54,6 @@ def test_markdown_blocks_are_boundaries_and_markers_are_trimmed():
         "wrapped paragraph line\ncontinues here."
     )
     assert split_sentences(text) == [
-        "# Setup",
         "Install it",
         "run make",
         "run tests",
@@ -75,3 +74,11 @@ def test_punctuation_only_pieces_are_dropped():
 def test_empty_text_has_no_sentences():
     assert split_sentences("") == []
     assert split_sentences("   \n\n ") == []
+
+
+def test_code_fences_headings_tables_and_markup_are_not_answer_sentences():
+    text = (
+        "## Protocol\n\nThe generator reads evidence blocks.\n\n```\n<evidence>\nWhat does it own?\n```\n\n"
+        "| a | b |\n|---|---|\n\nA tag like <source id=\"S1\"> is markup.\n\nPlain prose stays."
+    )
+    assert split_sentences(text) == ["The generator reads evidence blocks.", "Plain prose stays."]

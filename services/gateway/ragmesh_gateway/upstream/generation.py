@@ -48,6 +48,9 @@ class GrpcAnswerGenerator(AnswerGenerator):
                     yield GeneratedSources(source_ids=[s.source_id for s in event.sources.sources])
                 elif kind == "done":
                     d = event.done
+                    # Let the server end the call itself: stopping here would cancel it mid-close.
+                    async for _ in events:
+                        pass
                     yield GenerationEnd(
                         answer_status=d.answer_status,
                         model=d.model,
