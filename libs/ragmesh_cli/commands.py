@@ -303,21 +303,21 @@ def cmd_up(args) -> int:
                 err(f"indexing {folder} failed")
                 return EXIT_FAIL
         _wait_ready(mesh.gateway_url, timeout=60)
-        err(f"ragmesh: ready in {time.monotonic() - started:.1f}s — gateway {mesh.gateway_url}")
+        err(f"ready in {time.monotonic() - started:.1f}s — gateway {mesh.gateway_url}")
         if args.ask:
             result = stream_answer(mesh.gateway_url, args.ask, headers={}, timeout=120)
             _print_answer(args.ask, result)
         if args.exit_after_ask:
             return EXIT_OK
-        err("ragmesh: serving; Ctrl-C to stop")
+        err("serving; Ctrl-C to stop")
         while not stop.wait(0.5):
             dead = [svc for svc, p in mesh.processes.items() if p.poll() is not None]
             if dead:
-                err(f"ragmesh: {', '.join(dead)} exited; stopping")
+                err(f"{', '.join(dead)} exited; stopping")
                 return EXIT_FAIL
         return EXIT_OK
     finally:
-        err("ragmesh: stopping")
+        err("stopping")
         mesh.stop()
 
 
