@@ -25,7 +25,7 @@ _HAS_WORD = re.compile(r"[0-9A-Za-z\u3400-\u9fff]")
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_MARKUP = re.compile(r"</?[A-Za-z][\w-]*(\s[^<>]*)?>")
+_MARKUP = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?>")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -39,8 +39,17 @@ def split_sentences(text: str) -> list[str]:
         head = text[start:end].lstrip()
         if head.startswith(("#", "|", "```", "~~~")):
             continue
-        sentences.extend(p for p in _split_block(text, start, end) if not _MARKUP.search(p))
+        for piece in _split_block(text, start, end):
+            sentences.extend(_between_markup(piece))
     return sentences
+
+
+def _between_markup(piece: str) -> list[str]:
+    """Tags are boundaries, never answer text: keep the prose between them."""
+    if not _MARKUP.search(piece):
+        return [piece]
+    parts = (part.strip() for part in _MARKUP.split(piece) if part)
+    return [part for part in parts if part and _HAS_WORD.search(part) and part in piece]
 
 
 def _fenced_spans(text: str) -> list[tuple[int, int]]:

