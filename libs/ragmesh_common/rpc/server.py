@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -53,53 +54,42 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
 
     def _wrap_unary(self, behavior, method: str, request_id: str):
         async def wrapper(request, context):
-            token = request_id_var.set(request_id)
-            start = time.perf_counter()
-            code = "OK"
-            try:
+            async with self._call(context, method, request_id):
                 return await behavior(request, context)
-            except RagmeshError as exc:
-                code = exc.code.value
-                await context.abort(grpc_status(exc), exc.message, trailing_metadata=trailing_metadata(exc))
-            except (asyncio.CancelledError, grpc.aio.AbortError):
-                code = "CANCELLED"
-                raise
-            except Exception:
-                code = "INTERNAL"
-                log.exception("unhandled error in %s", method)
-                await context.abort(grpc.StatusCode.INTERNAL, "internal error",
-                                    trailing_metadata=(("ragmesh-error-code", "INTERNAL"),))
-            finally:
-                self._observe(method, code, start)
-                request_id_var.reset(token)
 
         return wrapper
 
     def _wrap_stream(self, behavior, method: str, request_id: str):
         async def wrapper(request, context):
-            # Each call runs in its own task, so setting the id needs no reset (a reset would fail
-            # when the generator is closed from another context after a client cancel).
-            request_id_var.set(request_id)
-            start = time.perf_counter()
-            code = "OK"
-            try:
+            async with self._call(context, method, request_id):
                 async for item in behavior(request, context):
                     yield item
-            except RagmeshError as exc:
-                code = exc.code.value
-                await context.abort(grpc_status(exc), exc.message, trailing_metadata=trailing_metadata(exc))
-            except (asyncio.CancelledError, grpc.aio.AbortError):
-                code = "CANCELLED"
-                raise
-            except Exception:
-                code = "INTERNAL"
-                log.exception("unhandled error in %s", method)
-                await context.abort(grpc.StatusCode.INTERNAL, "internal error",
-                                    trailing_metadata=(("ragmesh-error-code", "INTERNAL"),))
-            finally:
-                self._observe(method, code, start)
 
         return wrapper
+
+    @contextlib.asynccontextmanager
+    async def _call(self, context, method: str, request_id: str):
+        """One handled call: request id bound, errors mapped to status, metrics recorded."""
+        # Each call runs in its own task, so setting the id needs no reset (a reset would fail
+        # when a streaming handler is closed from another context after a client cancel).
+        request_id_var.set(request_id)
+        start = time.perf_counter()
+        code = "OK"
+        try:
+            yield
+        except RagmeshError as exc:
+            code = exc.code.value
+            await context.abort(grpc_status(exc), exc.message, trailing_metadata=trailing_metadata(exc))
+        except (asyncio.CancelledError, grpc.aio.AbortError, GeneratorExit):
+            code = "CANCELLED"
+            raise
+        except Exception:
+            code = "INTERNAL"
+            log.exception("unhandled error in %s", method)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error",
+                                trailing_metadata=(("ragmesh-error-code", "INTERNAL"),))
+        finally:
+            self._observe(method, code, start)
 
     def _observe(self, method: str, code: str, start: float) -> None:
         metrics.GRPC_SERVER_REQUESTS.labels(self.service, method, code).inc()
