@@ -4,6 +4,10 @@ The embedded default runs with authentication disabled (:class:`AuthDisabled`): 
 local operator, may use every route and read every corpus the gateway serves. Token-based adapters
 (``ragmesh_gateway.access_adapters``) plug in here without changes to controllers or services.
 
+Order at the edge: rate limit, then authenticate, then check the scope. The rate limiter runs first
+so that a flood of requests (or of guessed tokens) costs one Redis call each and never reaches the
+token store; it therefore knows a sender only by what the request shows (:class:`RequestInfo`).
+
 A caller's readable corpora are always an explicit set: retrieval denies by default, so an empty
 list there means *nothing*, and "everything" has to be spelled out corpus by corpus.
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
@@ -26,6 +30,7 @@ class RouteClass(enum.StrEnum):
 
     SEARCH = "search"
     CHAT = "chat"
+    FEEDBACK = "feedback"  # ratings of answers: anonymous site traffic, so a bucket of its own
     READ = "read"
     FILES = "files"
     MCP = "mcp"
@@ -46,8 +51,9 @@ class Caller:
     readable_corpora: frozenset[str] = frozenset()
     # None: every scope (authentication disabled); else the token's scopes (values of Scope).
     scopes: frozenset[str] | None = None
-    # Whose budget a request spends: a token id, or the client address for anonymous callers.
-    rate_key: str = "local"
+    # False for a caller without a token (anonymous site traffic): a scope it lacks asks for a
+    # token (401), where an authenticated caller lacking it is refused (403).
+    authenticated: bool = True
 
     @property
     def is_admin(self) -> bool:
@@ -56,9 +62,14 @@ class Caller:
     def allows(self, scope: Scope) -> bool:
         return self.is_admin or scope.value in (self.scopes or ())
 
-    def require(self, scope: Scope) -> None:
-        if not self.allows(scope):
-            raise RagmeshError(ErrorCode.PERMISSION_DENIED, f"this token lacks the scope {scope.value}")
+    def require(self, scope: Scope, *alternatives: Scope) -> None:
+        """Refuse unless the caller holds ``scope`` or one of the ``alternatives``."""
+        if any(self.allows(s) for s in (scope, *alternatives)):
+            return
+        if not self.authenticated:
+            raise RagmeshError(ErrorCode.UNAUTHENTICATED, "this route needs a bearer token")
+        names = " or ".join(s.value for s in (scope, *alternatives))
+        raise RagmeshError(ErrorCode.PERMISSION_DENIED, f"this token lacks the scope {names}")
 
     def can_read(self, corpus: str) -> bool:
         return corpus in self.readable_corpora
@@ -89,12 +100,23 @@ class AuthDisabled(Authenticator):
         return Caller(principal="local", readable_corpora=await self._directory.corpus_ids())
 
 
+@dataclass(frozen=True, slots=True)
+class RateDecision:
+    allowed: bool
+    # RateLimit-* headers for the response (and Retry-After when refused); empty when not limited.
+    headers: Mapping[str, str] = field(default_factory=dict)
+    retry_after_s: int = 0
+
+    def refusal(self) -> RagmeshError:
+        return RagmeshError(ErrorCode.RATE_LIMITED, "rate limit exceeded", {"retry_after_s": self.retry_after_s})
+
+
 class RateLimiter(abc.ABC):
     @abc.abstractmethod
-    async def check(self, caller: Caller, route_class: RouteClass) -> None:
-        """Raise RagmeshError RATE_LIMITED when the caller is over its budget for this class."""
+    async def admit(self, request: RequestInfo, route_class: RouteClass) -> RateDecision:
+        """Spend one request of the sender's budget for ``route_class``. Runs before authentication."""
 
 
 class NoRateLimit(RateLimiter):
-    async def check(self, caller: Caller, route_class: RouteClass) -> None:
-        return None
+    async def admit(self, request: RequestInfo, route_class: RouteClass) -> RateDecision:
+        return RateDecision(allowed=True)

@@ -13,9 +13,13 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
+from ragmesh_common.telemetry import http_server_span_details
+
 from ragmesh_gateway.chat.controllers import ChatController
+from ragmesh_gateway.chat.widget_files import widget_router
 from ragmesh_gateway.corpora.controllers import CorporaController
 from ragmesh_gateway.deps import STATE_KEY, GatewayDeps, GatewayServices, build_deps
+from ragmesh_gateway.feedback.controllers import FeedbackController
 from ragmesh_gateway.files.controllers import FilesController
 from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
@@ -23,8 +27,7 @@ from ragmesh_gateway.mcp.mount import McpMount
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
-from ragmesh_gateway.web.body import strict_json_body
-from ragmesh_gateway.web.dependencies import provide_caller
+from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_response
 from ragmesh_gateway.web.request_context import RequestContextMiddleware
 
@@ -61,7 +64,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
     settings = settings or get_settings()
     deps = deps or build_deps(settings)
     services = GatewayServices.build(settings, deps)
-    mcp = McpMount(build_mcp_server(services), settings)
+    mcp = McpMount(build_mcp_server(services), settings, services)
 
     @asynccontextmanager
     async def run_deps(_: Litestar) -> AsyncIterator[None]:
@@ -75,6 +78,8 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         route_handlers=[
             SearchController,
             ChatController,
+            FeedbackController,
+            widget_router(),
             CorporaController,
             FilesController,
             IndexAdminController,
@@ -82,7 +87,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
             mcp.route_handler(),
         ],
         dependencies={"caller": Provide(provide_caller)},
-        before_request=strict_json_body,
+        before_request=edge_checks,
         exception_handlers={Exception: error_response},
         request_max_body_size=settings.max_body_bytes,
         state=State({STATE_KEY: services}),
@@ -91,7 +96,9 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         plugins=[
             OpenTelemetryPlugin(
                 OpenTelemetryConfig(
-                    exclude=["/health/live", "/metrics"], server_request_hook_handler=_request_id_on_span
+                    exclude=["/health/live", "/metrics"],
+                    server_request_hook_handler=_request_id_on_span,
+                    scope_span_details_extractor=http_server_span_details,
                 )
             )
         ],

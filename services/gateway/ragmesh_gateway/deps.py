@@ -15,11 +15,25 @@ from ragmesh_common import metrics
 from ragmesh_common.settings import MissingSetting
 
 from ragmesh_gateway.access import AuthDisabled, Authenticator, NoRateLimit, RateLimiter
-from ragmesh_gateway.chat.ports import AnswerGenerator, NoSessionMemory, SessionMemory
+from ragmesh_gateway.chat.ports import (
+    AnswerGenerator,
+    NoSessionMemory,
+    QuestionCondenser,
+    SessionMemory,
+    StandaloneQuestions,
+)
 from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory, DiscoveredCorpusDirectory
 from ragmesh_gateway.corpora.service import CorpusService
-from ragmesh_gateway.files.ports import ConfiguredCorpusRoots, CorpusRoots, IndexedCorpusRoots
+from ragmesh_gateway.feedback.ports import FeedbackSink, NoFeedbackStorage
+from ragmesh_gateway.feedback.service import FeedbackService
+from ragmesh_gateway.files.ports import (
+    ConfiguredCorpusRoots,
+    CorpusRoots,
+    IndexedCorpusRoots,
+    IndexedSources,
+    NothingIndexed,
+)
 from ragmesh_gateway.files.service import FileService
 from ragmesh_gateway.health.ports import DependencyProbe
 from ragmesh_gateway.health.service import ReadinessService
@@ -29,6 +43,7 @@ from ragmesh_gateway.search.ports import Reranker, SearchBackend
 from ragmesh_gateway.search.service import SearchService, TextGuard
 from ragmesh_gateway.security.injection_guard import InjectionGuard
 from ragmesh_gateway.security.metrics import count_injection_findings
+from ragmesh_gateway.sessions.condense import RuleCondenser
 from ragmesh_gateway.settings import GatewaySettings
 
 
@@ -43,7 +58,11 @@ class GatewayDeps:
     corpus_roots: CorpusRoots
     directory: CorpusDirectory
     guard: TextGuard = field(default_factory=lambda: InjectionGuard(on_findings=count_injection_findings))
+    # Which files /files may serve (those of the active index); default deny.
+    indexed_sources: IndexedSources = field(default_factory=NothingIndexed)
     session_memory: SessionMemory = field(default_factory=NoSessionMemory)
+    condenser: QuestionCondenser = field(default_factory=RuleCondenser)
+    feedback_sink: FeedbackSink = field(default_factory=NoFeedbackStorage)
     # None: authentication disabled (every served corpus, every scope).
     authenticator: Authenticator | None = None
     rate_limiter: RateLimiter = field(default_factory=NoRateLimit)
@@ -92,11 +111,55 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
         ],
         corpus_roots=ConfiguredCorpusRoots(settings.corpus_roots),
         directory=DiscoveredCorpusDirectory(retrieval, settings.served_corpora),
+        indexed_sources=retrieval,
         on_close=[channels.close],
     )
     deps.corpus_roots = IndexedCorpusRoots(ConfiguredCorpusRoots(settings.corpus_roots), deps.directory)
     _add_access_control(settings, deps)
+    _add_conversations(settings, deps)
+    _add_feedback(settings, deps)
     return deps
+
+
+def _add_conversations(settings: GatewaySettings, deps: GatewayDeps) -> None:
+    """Session memory in Redis when RAGMESH_REDIS_URL is set (``ragmesh up`` always sets it)."""
+    if settings.redis_url:
+        from redis.asyncio import Redis
+
+        from ragmesh_gateway.sessions.redis_memory import RedisSessionMemory
+
+        redis = Redis.from_url(settings.redis_url)
+        deps.session_memory = RedisSessionMemory(
+            redis,
+            ttl_s=settings.session_ttl_s,
+            max_turns=settings.session_max_turns,
+            max_bytes=settings.session_max_bytes,
+            key_prefix=settings.session_prefix,
+        )
+        deps.on_close.append(redis.aclose)
+    if settings.chat_condenser == "off":
+        deps.condenser = StandaloneQuestions()
+    elif settings.chat_condenser == "llm":
+        from ragmesh_common.clients.llm import ChatClient
+
+        from ragmesh_gateway.sessions.llm_condenser import LlmCondenser
+
+        if not settings.llm_url:
+            raise MissingSetting("RAGMESH_LLM_URL", "RAGMESH_CHAT_CONDENSER=llm asks that model")
+        client = ChatClient(settings.llm_url, settings.llm_model, api_key=settings.llm_api_key,
+                            timeout=settings.condenser_timeout_s)
+        deps.condenser = LlmCondenser(client, timeout_s=settings.condenser_timeout_s,
+                                      on_fallback=lambda: count_degraded("condenser"))
+        deps.on_close.append(client.close)
+
+
+def _add_feedback(settings: GatewaySettings, deps: GatewayDeps) -> None:
+    if settings.postgres_url:
+        from ragmesh_gateway.feedback.store import PostgresFeedback
+
+        sink = PostgresFeedback(settings.postgres_url, schema=settings.db_schema)
+        deps.feedback_sink = sink
+        deps.on_close.append(sink.close)  # opened on first use: PostgreSQL down must not stop the gateway
 
 
 def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
@@ -108,7 +171,7 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
             raise MissingSetting(
                 "RAGMESH_POSTGRES_URL", "RAGMESH_AUTH_MODE=tokens keeps tokens in PostgreSQL"
             )
-        stores = SecurityStores(settings.postgres_url)
+        stores = SecurityStores(settings.postgres_url, schema=settings.db_schema)
         deps.authenticator = TokenAuthenticator(
             stores,
             deps.catalog,
@@ -132,9 +195,10 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
         except ValueError as exc:
             raise SystemExit(f"ragmesh: RAGMESH_RATE_LIMITS: {exc}") from exc
         redis = Redis.from_url(settings.redis_url)
-        deps.rate_limiter = RedisRateLimit(
-            RedisBuckets(redis, limits, fail_open=settings.rate_limit_fail_open), limits
+        buckets = RedisBuckets(
+            redis, limits, key_prefix=settings.rate_limit_prefix, fail_open=settings.rate_limit_fail_open
         )
+        deps.rate_limiter = RedisRateLimit(buckets, limits, trusted_proxies=settings.trusted_proxies)
         deps.on_close.append(redis.aclose)
 
 
@@ -153,6 +217,7 @@ class GatewayServices:
     readiness: ReadinessService
     authenticator: Authenticator
     rate_limiter: RateLimiter
+    feedback: FeedbackService
 
     @classmethod
     def build(cls, settings: GatewaySettings, deps: GatewayDeps) -> GatewayServices:
@@ -170,19 +235,22 @@ class GatewayServices:
                 search,
                 deps.generator,
                 deps.session_memory,
+                condenser=deps.condenser,
                 default_top_k=settings.chat_top_k,
                 max_tokens=settings.chat_max_tokens,
                 include_content=settings.chat_include_content,
                 model_hint=settings.llm_model,
+                on_degraded=count_degraded,
             ),
             corpora=CorpusService(deps.catalog),
-            files=FileService(deps.corpus_roots),
+            files=FileService(deps.corpus_roots, deps.indexed_sources),
             index_admin=IndexAdminService(deps.index_admin),
             readiness=ReadinessService(
                 deps.probes, deps.catalog, deps.directory, timeout_s=settings.health_timeout_s
             ),
             authenticator=deps.authenticator or AuthDisabled(deps.directory),
             rate_limiter=deps.rate_limiter,
+            feedback=FeedbackService(deps.feedback_sink),
         )
 
 

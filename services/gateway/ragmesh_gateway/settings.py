@@ -35,7 +35,18 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     chat_top_k: int = 5
     chat_max_tokens: int = 512
     chat_include_content: bool = True
+    # Follow-up questions: "rules" (deterministic, ragmesh_gateway.sessions.condense), "llm" (the
+    # OpenAI-compatible model at llm_url, rules as fallback) or "off" (searched as asked).
+    chat_condenser: str = "rules"
+    condenser_timeout_s: float = 5.0
+    # Session memory (in redis_url; without it no session ids are issued): sliding TTL, caps.
+    session_ttl_s: float = 1800.0
+    session_max_turns: int = 20
+    session_max_bytes: int = 32 * 1024
+    session_prefix: str = "ragmesh:session"
     llm_model: str = ""
+    llm_url: str = ""
+    llm_api_key: str = ""
     # Corpus ids the gateway serves (retrieval only lists corpora it is asked about by name).
     corpora: list[str] = msgspec.field(default_factory=list)
     # corpus id -> folder holding its original files (served by GET /files/{corpus}/{path}).
@@ -45,10 +56,14 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     auth_mode: str = "disabled"
     allow_anonymous: bool = True
     postgres_url: str = ""
+    # PostgreSQL schema of tokens, grants and feedback (one per deployment; tests use their own).
+    db_schema: str = "gateway"
     redis_url: str = ""
     # "search=5/20,chat=0.5/5,*=20/40" (route_class=tokens_per_s/burst); empty: no rate limits.
     rate_limits: str = ""
     rate_limit_fail_open: bool = True
+    # Redis key prefix of the buckets; replicas of one deployment share buckets by sharing it.
+    rate_limit_prefix: str = "ragmesh:rl"
     trusted_proxies: list[str] = msgspec.field(default_factory=list)
 
     @property
@@ -77,18 +92,35 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
             chat_top_k=env_int("RAGMESH_CHAT_TOP_K", 5),
             chat_max_tokens=env_int("RAGMESH_CHAT_MAX_TOKENS", 512),
             chat_include_content=env_bool("RAGMESH_CHAT_INCLUDE_CONTENT", True),
+            chat_condenser=_choice("RAGMESH_CHAT_CONDENSER", env_str("RAGMESH_CHAT_CONDENSER", "rules"),
+                                   ("rules", "llm", "off")),
+            condenser_timeout_s=env_float("RAGMESH_CHAT_CONDENSER_TIMEOUT_S", 5.0),
+            session_ttl_s=env_float("RAGMESH_SESSION_TTL_S", 1800.0),
+            session_max_turns=env_int("RAGMESH_SESSION_MAX_TURNS", 20),
+            session_max_bytes=env_int("RAGMESH_SESSION_MAX_BYTES", 32 * 1024),
+            session_prefix=env_str("RAGMESH_SESSION_PREFIX", "ragmesh:session"),
             llm_model=env_str("RAGMESH_LLM_MODEL", ""),
+            llm_url=env_str("RAGMESH_LLM_URL", ""),
+            llm_api_key=env_str("RAGMESH_LLM_API_KEY", ""),
             corpora=env_list("RAGMESH_CORPORA"),
             corpus_roots=parse_corpus_roots(env_list("RAGMESH_CORPUS_ROOTS")),
             mcp_stateless=env_bool("RAGMESH_MCP_STATELESS", True),
             auth_mode=_auth_mode(env_str("RAGMESH_AUTH_MODE", "disabled")),
             allow_anonymous=env_bool("RAGMESH_ALLOW_ANONYMOUS", True),
             postgres_url=env_str("RAGMESH_POSTGRES_URL", ""),
+            db_schema=env_str("RAGMESH_GATEWAY_DB_SCHEMA", "gateway"),
             redis_url=env_str("RAGMESH_REDIS_URL", ""),
             rate_limits=env_str("RAGMESH_RATE_LIMITS", ""),
             rate_limit_fail_open=env_bool("RAGMESH_RATE_LIMIT_FAIL_OPEN", True),
+            rate_limit_prefix=env_str("RAGMESH_RATE_LIMIT_PREFIX", "ragmesh:rl"),
             trusted_proxies=env_list("RAGMESH_TRUSTED_PROXIES"),
         )
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise SystemExit(f"ragmesh: {name}={value!r} must be one of {', '.join(allowed)}")
+    return value
 
 
 def _auth_mode(value: str) -> str:

@@ -57,6 +57,7 @@ async def test_stream_order_meta_tokens_sources_one_done(client: AsyncTestClient
         "model": "test-llm",
         "finish_reason": "stop",
         "degraded": [],
+        "hint": None,
     }
     # Generation received the top sources, the request id, and the id in its metadata.
     sent = mesh.generation.requests[-1]
@@ -74,9 +75,13 @@ async def test_generator_error_mid_stream_ends_with_one_error_event(
     response = await client.post(STREAM, json={"question": "q"})
     assert response.status_code == 200
     events = events_only(parse_sse(response.text))
-    assert [name for name, _ in events] == ["meta", "token", "error"]
+    # The sources event still comes before the terminal one: what the streamed text cites, or
+    # (nothing cited) the retrieval results.
+    assert [name for name, _ in events] == ["meta", "token", "sources", "error"]
+    assert events[2][1]["basis"] == "retrieved" and len(events[2][1]["sources"]) == 5
     error = events[-1][1]
     assert error["code"] == "RUNTIME_ERROR" and error["request_id"] == response.headers["x-request-id"]
+    assert error["degraded"] == ["generation"]
     assert "Traceback" not in response.text
 
 

@@ -19,6 +19,7 @@ from ragmesh_gateway.chat.ports import (
     GenerationRequest,
     SessionMemory,
     Turn,
+    unknown_session,
 )
 from ragmesh_gateway.corpora.ports import ConfiguredCorpusDirectory, CorpusCatalog, CorpusInfo, IndexStats
 from ragmesh_gateway.deps import GatewayDeps
@@ -198,13 +199,31 @@ def default_script() -> list[GenerationEvent | Exception]:
 
 
 class RecordingMemory(SessionMemory):
+    """Sessions in a dict, with the port's rules: ids issued here, owners checked."""
+
     def __init__(self) -> None:
         self.turns: dict[str, list[Turn]] = {}
+        self.owners: dict[str, str] = {}
+        self.error: RagmeshError | None = None
 
-    async def history(self, session_id: str) -> list[Turn]:
-        return list(self.turns.get(session_id, []))
+    async def create(self, owner: str) -> str | None:
+        if self.error:
+            raise self.error
+        session_id = f"rms_test{len(self.owners) + 1}"
+        self.owners[session_id] = owner
+        self.turns[session_id] = []
+        return session_id
 
-    async def remember(self, session_id: str, turns: list[Turn]) -> None:
+    async def history(self, session_id: str, owner: str) -> list[Turn]:
+        if self.error:
+            raise self.error
+        if self.owners.get(session_id) != owner:
+            raise unknown_session()
+        return list(self.turns[session_id])
+
+    async def remember(self, session_id: str, owner: str, turns: list[Turn]) -> None:
+        if self.error:
+            raise self.error
         self.turns.setdefault(session_id, []).extend(turns)
 
 

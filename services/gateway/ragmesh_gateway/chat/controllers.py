@@ -31,10 +31,12 @@ from ragmesh_gateway.web.errors import error_responses
 API = "/api/rag/v1"
 
 STREAM_DESCRIPTION = """Server-sent events, in order: `meta` (request_id, index_version, model, session_id,
-degraded), `token`* ({text}), `sources` ({sources, security}), then exactly one terminal event:
-`done` ({answer_status, model, finish_reason, degraded}) or `error` ({code, message, request_id}).
-Comment lines `: ping` keep the stream open during long waits. Errors found before the stream
-starts (bad input, retrieval down) are ordinary JSON error answers."""
+degraded, condensed_question), `token`* ({text}), exactly one `sources` ({sources, security, basis}),
+then exactly one terminal event: `done` ({answer_status, model, finish_reason, degraded, hint}) or
+`error` ({code, message, request_id, degraded}). `basis` is "cited" (the sources the answer cites) or
+"retrieved" (no answer could be given: the retrieval results instead). Comment lines `: ping` keep
+the stream open during long waits. Errors found before the stream starts (bad input, an unknown
+session_id, retrieval down) are ordinary JSON error answers."""
 
 
 class ChatController(Controller):
@@ -55,7 +57,7 @@ class ChatController(Controller):
                 description="Event stream; each event's data is one of these JSON objects",
                 generate_examples=False,
             ),
-            **error_responses(400, 401, 413, 429, 503, 504),
+            **error_responses(400, 401, 404, 413, 429, 503, 504),
         },
     )
     async def stream(
@@ -73,7 +75,7 @@ class ChatController(Controller):
         status_code=200,
         summary="Grounded answer, all at once",
         description="The same pipeline as /chat/stream; generation failures come back in `error`.",
-        responses=error_responses(400, 401, 413, 429, 503, 504),
+        responses=error_responses(400, 401, 404, 413, 429, 503, 504),
     )
     async def answer(self, data: ChatRequest, caller: Caller, chat: ChatService) -> AnswerResponse:
         collected = await chat.answer(chat_params(data), caller)

@@ -1,10 +1,12 @@
-"""What chat needs besides search: a streaming answer generator and (later) session memory."""
+"""What chat needs besides search: a streaming answer generator, session memory, a condenser."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_gateway.search.models import Chunk
 
@@ -13,6 +15,9 @@ from ragmesh_gateway.search.models import Chunk
 class Turn:
     role: str  # "user" or "assistant"
     content: str
+    # Heading paths ("Guide > Configuration") of the sources an assistant turn cited: what a
+    # follow-up's "it" most likely points at. Empty for user turns.
+    cited_headings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +66,55 @@ class AnswerGenerator(abc.ABC):
         cancels the upstream call; failures raise RagmeshError."""
 
 
+def unknown_session() -> RagmeshError:
+    # One answer for "never existed", "expired" and "someone else's": an id reveals nothing.
+    return RagmeshError(
+        ErrorCode.NOT_FOUND,
+        "unknown or expired session_id; send the question without session_id to start a new session",
+        {"field": "session_id"},
+    )
+
+
 class SessionMemory(abc.ABC):
-    @abc.abstractmethod
-    async def history(self, session_id: str) -> list[Turn]: ...
+    """Conversation turns per session. The server issues every session id; ``owner`` is an opaque
+    key of the caller, so an id presented by anyone else reads nothing."""
 
     @abc.abstractmethod
-    async def remember(self, session_id: str, turns: list[Turn]) -> None: ...
+    async def create(self, owner: str) -> str | None:
+        """A new, unguessable session id; None when this memory keeps nothing.
+        Raises RagmeshError UNAVAILABLE when the store is down."""
+
+    @abc.abstractmethod
+    async def history(self, session_id: str, owner: str) -> list[Turn]:
+        """Oldest first. Raises NOT_FOUND (unknown, expired or another owner's) or UNAVAILABLE."""
+
+    @abc.abstractmethod
+    async def remember(self, session_id: str, owner: str, turns: list[Turn]) -> None:
+        """Append turns, keeping the store's caps. Raises UNAVAILABLE when the store is down."""
 
 
 class NoSessionMemory(SessionMemory):
-    """Until Redis-backed memory lands, every question is answered on its own."""
+    """Without a store (no RAGMESH_REDIS_URL) every question stands alone and no id is issued."""
 
-    async def history(self, session_id: str) -> list[Turn]:
-        return []
-
-    async def remember(self, session_id: str, turns: list[Turn]) -> None:
+    async def create(self, owner: str) -> str | None:
         return None
+
+    async def history(self, session_id: str, owner: str) -> list[Turn]:
+        raise unknown_session()
+
+    async def remember(self, session_id: str, owner: str, turns: list[Turn]) -> None:
+        return None
+
+
+class QuestionCondenser(abc.ABC):
+    @abc.abstractmethod
+    async def condense(self, question: str, history: list[Turn]) -> str:
+        """A question that stands on its own for retrieval; ``question`` itself when it already
+        does or the history adds nothing. Never raises for a model failure: it falls back."""
+
+
+class StandaloneQuestions(QuestionCondenser):
+    """No rewriting at all: follow-ups are searched as asked."""
+
+    async def condense(self, question: str, history: list[Turn]) -> str:
+        return question

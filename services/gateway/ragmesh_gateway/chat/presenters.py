@@ -43,7 +43,8 @@ def chat_meta(session: ChatSession, request_id: str) -> ChatMeta:
         index_versions=versions,
         model=session.model,
         session_id=session.session_id,
-        degraded=list(session.outcome.degraded),
+        degraded=list(session.degraded),
+        condensed_question=session.condensed_question,
     )
 
 
@@ -64,6 +65,7 @@ def event_payload(
         return "sources", ChatSources(
             sources=[search_hit(s) for s in event.sources],
             security=_cited_security(session.outcome.security, event.sources),
+            basis=event.basis,  # type: ignore[arg-type]
         )
     if isinstance(event, AnswerDone):
         return "done", ChatDone(
@@ -71,8 +73,11 @@ def event_payload(
             model=event.model,
             finish_reason=event.finish_reason,
             degraded=list(event.degraded),
+            hint=event.hint or None,
         )
-    return "error", ChatError(code=event.code, message=event.message, request_id=request_id)
+    return "error", ChatError(
+        code=event.code, message=event.message, request_id=request_id, degraded=list(event.degraded)
+    )
 
 
 def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerResponse:
@@ -88,11 +93,23 @@ def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerRespon
         answer_status=done.answer_status if done else "",
         model=collected.model,
         finish_reason=done.finish_reason if done else "",
-        degraded=list(done.degraded) if done else list(outcome.degraded),
+        degraded=list(terminal.degraded) if terminal else list(outcome.degraded),
         index_version=single_version(versions),
         index_versions=versions,
         session_id=collected.session_id,
         sources=[search_hit(s) for s in collected.cited],
         security=_cited_security(outcome.security, collected.cited),
-        error=ChatError(code=failed.code, message=failed.message, request_id=request_id) if failed else None,
+        error=(
+            ChatError(
+                code=failed.code,
+                message=failed.message,
+                request_id=request_id,
+                degraded=list(failed.degraded),
+            )
+            if failed
+            else None
+        ),
+        sources_basis=collected.sources_basis,  # type: ignore[arg-type]
+        condensed_question=collected.condensed_question,
+        hint=(done.hint or None) if done else None,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -16,6 +16,7 @@ from ragmesh_gateway.search.schemas import (
 )
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+SourcesBasis = Literal["cited", "retrieved"]
 
 
 class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -26,7 +27,17 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         Annotated[int, Meta(ge=1, le=TOP_K_MAX, description="Sources to ground on (default 5).")] | None
     ) = None
     filters: SearchFilters | None = None
-    session_id: Annotated[str, Meta(pattern=SESSION_ID_PATTERN, description="Conversation id.")] | None = None
+    session_id: (
+        Annotated[
+            str,
+            Meta(
+                pattern=SESSION_ID_PATTERN,
+                description="A session id the server issued (meta.session_id of an earlier answer); "
+                "omit it to start a new session. Unknown or expired ids are a 404 NOT_FOUND.",
+            ),
+        ]
+        | None
+    ) = None
     max_tokens: Annotated[int, Meta(ge=1, le=4096, description="Answer length cap.")] | None = None
 
 
@@ -37,8 +48,13 @@ class ChatMeta(msgspec.Struct, kw_only=True):
     index_version: str | None
     index_versions: list[str]
     model: str
-    session_id: str | None
+    session_id: Annotated[
+        str | None, Meta(description="Send it back as session_id to ask a follow-up; null: no memory.")
+    ]
     degraded: list[str]
+    condensed_question: Annotated[
+        str | None, Meta(description="What was searched when session memory rewrote a follow-up.")
+    ] = None
 
 
 class ChatToken(msgspec.Struct, kw_only=True):
@@ -48,10 +64,12 @@ class ChatToken(msgspec.Struct, kw_only=True):
 
 
 class ChatSources(msgspec.Struct, kw_only=True):
-    """SSE ``sources``: the sources the answer cites, in citation order."""
+    """SSE ``sources``: the sources the answer cites, in citation order; when no answer could be
+    given (withheld, failed) the retrieval results instead, with ``basis: "retrieved"``."""
 
     sources: list[SearchHit]
     security: SecuritySummary
+    basis: SourcesBasis = "cited"
 
 
 class ChatDone(msgspec.Struct, kw_only=True):
@@ -61,6 +79,7 @@ class ChatDone(msgspec.Struct, kw_only=True):
     model: str
     finish_reason: str
     degraded: list[str]
+    hint: Annotated[str | None, Meta(description="Retrieval's advice when nothing was found.")] = None
 
 
 class ChatError(msgspec.Struct, kw_only=True):
@@ -69,6 +88,7 @@ class ChatError(msgspec.Struct, kw_only=True):
     code: str
     message: str
     request_id: str | None = None
+    degraded: list[str] = []
 
 
 class AnswerResponse(msgspec.Struct, kw_only=True):
@@ -87,3 +107,6 @@ class AnswerResponse(msgspec.Struct, kw_only=True):
     sources: list[SearchHit]
     security: SecuritySummary
     error: ChatError | None = None
+    sources_basis: SourcesBasis = "cited"
+    condensed_question: str | None = None
+    hint: str | None = None

@@ -1,0 +1,31 @@
+"""HTTP contract of feedback: thumbs up or down on one answer, named by its request id."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from ragmesh_gateway.security.feedback_store import MAX_COMMENT_CHARS, MAX_REQUEST_ID_CHARS
+
+
+class FeedbackRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Rate an answer."""
+
+    request_id: Annotated[
+        str,
+        Meta(
+            min_length=1, max_length=MAX_REQUEST_ID_CHARS, description="meta.request_id of the rated answer."
+        ),
+    ]
+    rating: Annotated[int, Meta(ge=-1, le=1, description="1 helpful, -1 not helpful (0 is refused).")]
+    comment: (
+        Annotated[str, Meta(max_length=MAX_COMMENT_CHARS, description="Optional free text.")] | None
+    ) = None
+
+
+class FeedbackResponse(msgspec.Struct, kw_only=True):
+    request_id: Annotated[str, Meta(description="This request's id.")]
+    feedback_id: int
+    rated_request_id: str
