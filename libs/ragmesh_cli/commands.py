@@ -55,11 +55,12 @@ class GatewayCall:
 
 
 def exit_code_for(status: int) -> int:
-    if status == 0 or status in (502, 503, 504):
+    # 429 is "try again later", like a downstream that is down: not the caller's arguments.
+    if status == 0 or status in (429, 502, 503, 504):
         return EXIT_UNAVAILABLE
     if status in (401, 403):
         return EXIT_AUTH
-    if status in (400, 404, 405, 409, 410, 413, 415, 422, 429):
+    if status in (400, 404, 405, 409, 410, 413, 415, 422):
         return EXIT_USAGE
     return EXIT_OK if 200 <= status < 300 else EXIT_FAIL
 
@@ -93,7 +94,7 @@ def cmd_get(args) -> int:
         err(f"{data.get('code', 'ERROR')}: {data.get('message', '')}")
         return exit_code_for(status)
     emit(data)
-    return EXIT_OK
+    return EXIT_OK if data.get("chunks") else EXIT_NO_EVIDENCE
 
 
 def cmd_corpora(args) -> int:
@@ -109,7 +110,8 @@ def stream_answer(url: str, question: str, *, headers: dict, timeout: float, bod
     """Consume the SSE chat stream; returns the collected answer, sources and terminal event."""
     from httpx_sse import connect_sse
 
-    result: dict[str, Any] = {"answer": "", "sources": [], "meta": {}, "terminal": None, "status": 200}
+    result: dict[str, Any] = {"answer": "", "sources": [], "security": None, "meta": {}, "terminal": None,
+                              "status": 200}
     body = {"question": question, **(body_extra or {})}
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout, read=timeout)) as client:
@@ -131,6 +133,7 @@ def stream_answer(url: str, question: str, *, headers: dict, timeout: float, bod
                         result["answer"] += data.get("text", "")
                     elif event.event == "sources":
                         result["sources"] = data.get("sources", [])
+                        result["security"] = data.get("security")
                     elif event.event in ("done", "error"):
                         result["terminal"] = {"event": event.event, **data}
                         break
@@ -150,9 +153,11 @@ def cmd_answer(args) -> int:
     if terminal["event"] == "error":
         err(f"{terminal.get('code', 'ERROR')}: {terminal.get('message', '')}")
         return exit_code_for(result["status"] if result["status"] != 200 else 503)
-    emit({"request_id": result["meta"].get("request_id"), "answer": result["answer"],
+    # The answer is built from untrusted document text: say so, as the gateway does for sources.
+    emit({"request_id": result["meta"].get("request_id"), "answer": result["answer"], "trust": "untrusted",
           "answer_status": terminal.get("answer_status"), "sources": result["sources"],
-          "degraded": terminal.get("degraded", []), "index_version": result["meta"].get("index_version")})
+          "security": result["security"], "degraded": terminal.get("degraded", []),
+          "index_version": result["meta"].get("index_version")})
     return EXIT_NO_EVIDENCE if terminal.get("answer_status") == "insufficient_evidence" else EXIT_OK
 
 

@@ -8,23 +8,28 @@ app's lifespan (``SecurityStores.start``), because it needs the server's event l
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.pg import create_pool
 
-from ragmesh_gateway.access import Authenticator, Caller, RateLimiter, RequestInfo, RouteClass
+from ragmesh_gateway.access import Authenticator, Caller, RateDecision, RateLimiter, RequestInfo, RouteClass
 from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory
-from ragmesh_gateway.security.client_address import client_key, token_key
+from ragmesh_gateway.security.client_address import bearer_key, client_key
 from ragmesh_gateway.security.corpus_access import AccessStore
 from ragmesh_gateway.security.database import GATEWAY_SCHEMA, migrate
-from ragmesh_gateway.security.ratelimit import Limit, raise_if_limited
+from ragmesh_gateway.security.ratelimit import Limit, rate_limit_headers
 from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
 from ragmesh_gateway.security.token_store import TokenStore
 from ragmesh_gateway.security.tokens import Scope, unauthenticated
 
-# What a caller without a token may do when anonymous access is on (public corpora only).
-ANONYMOUS_SCOPES = frozenset({Scope.SEARCH.value, Scope.READ.value, Scope.ANSWER.value})
+# What a caller without a token may do when anonymous access is on: the site's chat, over public
+# corpora only. Everything else asks for a token (401).
+ANONYMOUS_SCOPES = frozenset({Scope.ANSWER.value})
+# Limits of requests without a token (site traffic), per client address: "anonymous.<route class>"
+# when configured, else "anonymous" (one budget for all of them), else the route class's own.
+ANONYMOUS_LIMIT = "anonymous"
 
 
 class SecurityStores:
@@ -102,24 +107,50 @@ class TokenAuthenticator(Authenticator):
                 principal="anonymous",
                 readable_corpora=frozenset(readable),
                 scopes=ANONYMOUS_SCOPES,
-                rate_key=client_key(request.client_host, request.headers, self._trusted_proxies),
+                authenticated=False,
             )
         return Caller(
             principal=principal.client_id,
             readable_corpora=frozenset(readable),
             scopes=frozenset(s.value for s in principal.scopes),
-            rate_key=token_key(principal.token_id),
         )
 
 
 class RedisRateLimit(RateLimiter):
-    """Token buckets in Redis per (route class, caller); classes without a limit are not limited."""
+    """Token buckets in Redis per (limit class, sender), checked before authentication.
 
-    def __init__(self, buckets: RedisBuckets, limits: dict[str, Limit]) -> None:
+    The sender is the bearer token the request shows (hashed), or its client address when it shows
+    none. Requests without a token spend ``anonymous.<route class>``, else ``anonymous``, else their
+    route class's budget, whichever is configured first. Classes without a limit (and no ``*``
+    fallback) are not limited.
+    """
+
+    def __init__(
+        self, buckets: RedisBuckets, limits: dict[str, Limit], *, trusted_proxies: Sequence[str] = ()
+    ) -> None:
         self._buckets = buckets
         self._limited = set(limits)
+        self._trusted_proxies = list(trusted_proxies)
 
-    async def check(self, caller: Caller, route_class: RouteClass) -> None:
-        if route_class.value not in self._limited and "*" not in self._limited:
-            return
-        raise_if_limited(await self._buckets.check(route_class.value, caller.rate_key))
+    async def admit(self, request: RequestInfo, route_class: RouteClass) -> RateDecision:
+        authorization = _header(request, "authorization")
+        if authorization:
+            sender, candidates = bearer_key(authorization), [route_class.value]
+        else:
+            sender = client_key(request.client_host, request.headers, self._trusted_proxies)
+            candidates = [f"{ANONYMOUS_LIMIT}.{route_class.value}", ANONYMOUS_LIMIT, route_class.value]
+        limit_class = next((c for c in candidates if c in self._limited), candidates[-1])
+        if limit_class not in self._limited and "*" not in self._limited:
+            return RateDecision(allowed=True)
+        decision = await self._buckets.check(limit_class, sender)
+        headers = rate_limit_headers(decision)
+        return RateDecision(
+            allowed=decision.allowed, headers=headers, retry_after_s=int(headers.get("Retry-After", 0))
+        )
+
+
+def _header(request: RequestInfo, name: str) -> str | None:
+    value = request.headers.get(name)
+    if value is None:  # a plain dict from a test or the MCP context: match case-insensitively
+        value = next((v for k, v in request.headers.items() if k.lower() == name), None)
+    return value

@@ -1,7 +1,8 @@
 """Composition root: settings -> adapters -> application services -> one gRPC server.
 
-The server carries ``ragmesh.v1.Retrieval`` and, in the embedded default, ``ragmesh.v1.VectorStore``
-(this process owns qdrant-client's local storage, so the indexer writes through it).
+The server carries ``ragmesh.v1.Retrieval`` and, with an embedded store, ``ragmesh.v1.VectorStore``
+(this process owns the storage — Qdrant Edge by default, or qdrant-client's local mode — so the
+indexer writes through it).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from pathlib import Path
 from ragmesh.v1 import retrieval_pb2_grpc, vectorstore_pb2_grpc
 
 from ragmesh_common.clients.tei import TeiClient
+from ragmesh_common.errors import RagmeshError
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.rpc.server import GrpcServer
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 from ragmesh_common.vectorstore.port import VectorStorePort
-from ragmesh_common.vectorstore.qdrant import QdrantVectorStore
 
 from ragmesh_retrieval import metrics
 from ragmesh_retrieval.adapters.tei_embedder import TeiEmbedder
@@ -33,20 +34,34 @@ from ragmesh_retrieval.vectorstore_servicer import VectorStoreServicer
 log = logging.getLogger("ragmesh.retrieval")
 
 
-def open_store(settings: RetrievalSettings) -> QdrantVectorStore:
-    if settings.qdrant_url:
+def open_store(settings: RetrievalSettings) -> VectorStorePort:
+    """The adapter RAGMESH_VECTOR_STORE names; only the chosen one's client library is imported."""
+    if settings.vector_store == "server":
         from qdrant_client import AsyncQdrantClient
 
+        from ragmesh_common.vectorstore.qdrant import QdrantVectorStore
+
         return QdrantVectorStore(AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None))
+    busy = ("(only one process may open it; stop that one, or set RAGMESH_VECTOR_STORE=server and "
+            "RAGMESH_QDRANT_URL)")
+    if settings.vector_store == "edge":
+        from ragmesh_common.vectorstore.edge import EdgeVectorStore
+
+        try:
+            return EdgeVectorStore(settings.edge_path)
+        except RagmeshError as exc:  # locked by another process, or an unreadable catalog
+            hint = f" {busy}" if "another process" in exc.message else ""
+            raise SystemExit(f"ragmesh-retrieval: {exc.message}{hint}") from exc
     from qdrant_client import QdrantClient
+
+    from ragmesh_common.vectorstore.qdrant import QdrantVectorStore
 
     Path(settings.qdrant_path).mkdir(parents=True, exist_ok=True)
     try:
         client = QdrantClient(path=settings.qdrant_path)
     except RuntimeError as exc:  # portalocker: another process holds the storage
         raise SystemExit(
-            f"ragmesh-retrieval: the local Qdrant storage {settings.qdrant_path} is open in another process "
-            "(only one may open it; stop that one or set RAGMESH_QDRANT_URL)"
+            f"ragmesh-retrieval: the local Qdrant storage {settings.qdrant_path} is open in another process {busy}"
         ) from exc
     return QdrantVectorStore(client)
 

@@ -11,6 +11,9 @@ from prometheus_client import Gauge
 from ragmesh_common.metrics import DEGRADED, RETRIEVAL_STAGE_DURATION
 
 SERVICE = "retrieval"
+# What a search can do without (see domain/search.py): the query embedding, an embedding from the
+# index's own model, and the index's lexical (BM25) settings.
+DEGRADABLE_COMPONENTS = ("embedding", "embedding_model", "lexical")
 
 # Shared family (rerank observes stage="rerank"): here embed, dense / sparse (a single-signal store
 # query) and fusion (one hybrid store query: both prefetches and RRF).
@@ -27,6 +30,11 @@ def stage(name: str) -> Iterator[None]:
         yield
     finally:
         STAGE_DURATION.labels(name).observe(time.perf_counter() - start)
+
+
+# Zero series, so a healthy retrieval exports ragmesh_degraded_total (at 0) for the dashboards.
+for _component in DEGRADABLE_COMPONENTS:
+    DEGRADED.labels(SERVICE, _component)
 
 
 def degraded(component: str) -> None:

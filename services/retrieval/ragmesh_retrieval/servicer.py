@@ -58,6 +58,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             corpora=[retrieval_pb2.CorpusInfo(**msgspec.structs.asdict(c)) for c in corpora]
         )
 
+    async def HasSource(self, request, context) -> retrieval_pb2.HasSourceResponse:  # noqa: N802
+        hit = await self.directory.has_source(request.corpus, request.source_path, list(request.readable_corpora))
+        return retrieval_pb2.HasSourceResponse(found=hit.found, index_version=hit.index_version)
+
     async def Stats(self, request, context) -> retrieval_pb2.StatsResponse:  # noqa: N802
         stats = await self.directory.stats(list(request.readable_corpora))
         return retrieval_pb2.StatsResponse(**msgspec.structs.asdict(stats))

@@ -71,6 +71,10 @@ class RetrievalDouble(retrieval_pb2_grpc.RetrievalServicer):
     def __init__(self) -> None:
         self.chunks = [make_chunk(n) for n in range(1, 7)]
         self.searches: list[retrieval_pb2.SearchRequest] = []
+        self.honour_acl = True
+        # (corpus, source_path) pairs the active index holds beyond those of ``chunks``.
+        self.indexed_files: set[tuple[str, str]] = set()
+        self.source_checks: list[retrieval_pb2.HasSourceRequest] = []
         self.metadata: list[dict[str, str]] = []
         self.corpora = [
             retrieval_pb2.CorpusInfo(
@@ -88,17 +92,23 @@ class RetrievalDouble(retrieval_pb2_grpc.RetrievalServicer):
     async def Search(self, request, context):
         self.searches.append(request)
         self.metadata.append(metadata_of(context))
-        count = len(self.chunks)
+        # Like real retrieval: the ACL and the corpus filter are applied inside the query (unless a
+        # test makes this double leak, to show the gateway filters again).
+        readable = set(request.readable_corpora) if self.honour_acl else {c.corpus for c in self.chunks}
+        wanted = set(request.filters.corpora) or readable
+        chunks = [c for c in self.chunks if c.corpus in readable and c.corpus in wanted]
+        count = len(chunks)
         results = [
             common_pb2.ScoredChunk(
                 chunk=c, scores={"dense": 0.5, "sparse": 2.0, "fused": (count - i) / count}
             )
-            for i, c in enumerate(self.chunks[: request.top_k])
+            for i, c in enumerate(chunks[: request.top_k])
         ]
         return retrieval_pb2.SearchResponse(results=results, query_mode="hybrid", index_versions=["v1"])
 
     async def BatchGetChunks(self, request, context):
-        by_id = {c.chunk_id: c for c in self.chunks if c.corpus in set(request.readable_corpora)}
+        readable = set(request.readable_corpora) if self.honour_acl else {c.corpus for c in self.chunks}
+        by_id = {c.chunk_id: c for c in self.chunks if c.corpus in readable}
         return retrieval_pb2.BatchGetChunksResponse(
             chunks=[by_id[i] for i in request.chunk_ids if i in by_id],
             missing=[i for i in request.chunk_ids if i not in by_id],
@@ -108,11 +118,18 @@ class RetrievalDouble(retrieval_pb2_grpc.RetrievalServicer):
         readable = set(request.readable_corpora)
         return retrieval_pb2.ListCorporaResponse(corpora=[c for c in self.corpora if c.corpus in readable])
 
+    async def HasSource(self, request, context):
+        self.source_checks.append(request)
+        held = self.indexed_files | {(c.corpus, c.source_path) for c in self.chunks}
+        found = request.corpus in set(request.readable_corpora) and (request.corpus, request.source_path) in held
+        return retrieval_pb2.HasSourceResponse(found=found, index_version="v1" if found else "")
+
     async def Stats(self, request, context):
+        listed = [c for c in self.corpora if c.corpus in set(request.readable_corpora)]
         return retrieval_pb2.StatsResponse(
-            corpora=1,
-            points=6,
-            documents=6,
+            corpora=len(listed),
+            points=sum(c.points for c in listed),
+            documents=sum(c.documents for c in listed),
             embedding_model="test-embed",
             vector_size=384,
             lexical_tokenizer="bm25",

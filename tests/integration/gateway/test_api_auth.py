@@ -2,104 +2,26 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
-import pytest
+import httpx
 from litestar.testing import AsyncTestClient
 from mcp import Client
-from redis.asyncio import Redis
-
-from ragmesh.v1 import retrieval_pb2
-from ragmesh_common.pg import create_pool
 
 from gateway_mesh import Mesh, serve
-from ragmesh_gateway.access_adapters import RedisRateLimit, SecurityStores, TokenAuthenticator
-from ragmesh_gateway.app import create_app
-from ragmesh_gateway.deps import build_deps
-from ragmesh_gateway.security.corpus_access import AccessStore
-from ragmesh_gateway.security.database import migrate
-from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
-from ragmesh_gateway.security.ratelimit import parse_limits
-from ragmesh_gateway.security.token_store import TokenStore
+from gateway_tokens import bearer, schema, token_app, tokens, with_internal_corpus  # noqa: F401 - fixtures
 
 SEARCH = "/api/rag/v1/search"
-
-
-@pytest.fixture
-async def schema(pg_url: str, unique_schema) -> AsyncIterator[str]:
-    name = unique_schema("gw")
-    pool = await create_pool(pg_url, schema=name)
-    await migrate(pool, schema=name)
-    await pool.close()
-    yield name
-
-
-@pytest.fixture
-async def tokens(pg_url: str, schema: str) -> AsyncIterator[dict[str, str]]:
-    pool = await create_pool(pg_url, schema=schema)
-    store, grants = TokenStore(pool), AccessStore(pool)
-    made = {
-        "reader": (await store.create("reader-client", ["rag:search", "rag:read"]))[1],
-        "granted": (await store.create("granted-client", ["rag:search", "rag:read", "rag:answer"]))[1],
-        "admin": (await store.create("ops", ["rag:admin"]))[1],
-    }
-    await grants.grant("granted-client", "internal@1")
-    await pool.close()
-    yield made
-
-
-def with_internal_corpus(mesh: Mesh) -> None:
-    mesh.retrieval.corpora = [
-        *mesh.retrieval.corpora,
-        retrieval_pb2.CorpusInfo(
-            corpus="internal@1",
-            library="internal",
-            version="1",
-            visibility="internal",
-            active_index_version="v3",
-            state="active",
-        ),
-    ]
-
-
-def token_app(
-    mesh: Mesh,
-    pg_url: str,
-    schema: str,
-    *,
-    allow_anonymous: bool = True,
-    rate_limits: str = "",
-    redis_url: str = "",
-):
-    settings = mesh.settings(corpora=["docs@1", "internal@1"])
-    deps = build_deps(settings)
-    stores = SecurityStores(pg_url, schema=schema)
-    deps.authenticator = TokenAuthenticator(
-        stores, deps.catalog, deps.directory, allow_anonymous=allow_anonymous, trusted_proxies=[]
-    )
-    deps.on_start.append(stores.start)
-    deps.on_close.append(stores.close)
-    if rate_limits:
-        redis = Redis.from_url(redis_url)
-        limits = parse_limits(rate_limits)
-        deps.rate_limiter = RedisRateLimit(
-            RedisBuckets(redis, limits, key_prefix=f"rm:test:{uuid.uuid4().hex}"), limits
-        )
-        deps.on_close.append(redis.aclose)
-    return create_app(settings, deps)
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 async def test_readable_corpora_follow_tokens_and_grants(mesh: Mesh, pg_url, schema, tokens) -> None:
     with_internal_corpus(mesh)
     async with AsyncTestClient(token_app(mesh, pg_url, schema)) as client:
-        anonymous = await client.post(SEARCH, json={"query": "q"})
+        # Anonymous site traffic may chat, over public corpora only; anything else asks for a token.
+        anonymous = await client.post("/api/rag/v1/chat", json={"question": "q"})
         assert anonymous.status_code == 200
         assert list(mesh.retrieval.searches[-1].readable_corpora) == ["docs@1"]
+        refused = await client.post(SEARCH, json={"query": "q"})
+        assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHENTICATED"
+        assert refused.headers["www-authenticate"] == 'Bearer realm="ragmesh"'
 
         await client.post(SEARCH, json={"query": "q"}, headers=bearer(tokens["reader"]))
         assert list(mesh.retrieval.searches[-1].readable_corpora) == ["docs@1"]
@@ -118,6 +40,12 @@ async def test_bad_tokens_and_missing_scopes_are_refused(mesh: Mesh, pg_url, sch
         for headers in ({}, bearer("rmk_0123456789abcdef_" + "x" * 43), {"Authorization": "Basic abc"}):
             response = await client.post(SEARCH, json={"query": "q"}, headers=headers)
             assert response.status_code == 401 and response.json()["code"] == "UNAUTHENTICATED"
+            challenge = response.headers["www-authenticate"]
+            assert challenge.startswith('Bearer realm="ragmesh"')
+            assert ('error="invalid_token"' in challenge) == bool(headers)
+        # Authentication comes before the body: a stranger learns nothing from validation errors.
+        garbage = await client.post(SEARCH, content=b"{not json", headers={"content-type": "application/json"})
+        assert garbage.status_code == 401
         chat = await client.post("/api/rag/v1/chat", json={"question": "q"}, headers=bearer(tokens["reader"]))
         assert chat.status_code == 403 and chat.json()["code"] == "PERMISSION_DENIED"
         promote = await client.post(
@@ -145,11 +73,20 @@ async def test_mcp_tools_check_the_same_tokens(mesh: Mesh, pg_url, schema, token
             async with Client(streamable_http_client(f"{base_url}/mcp", http_client=http)) as client:
                 allowed = await client.call_tool("search_articles", {"query": "q"})
                 refused = await client.call_tool("answer_from_articles", {"question": "q"})
-        async with Client(f"{base_url}/mcp") as anonymous:
-            unauthenticated = await anonymous.call_tool("list_corpora", {})
+        async with httpx.AsyncClient() as http:
+            # Without a token (anonymous off) or with a bad one, /mcp is refused at the HTTP level.
+            initialize = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            mcp_headers = {"accept": "application/json, text/event-stream"}
+            missing = await http.post(f"{base_url}/mcp", json=initialize, headers=mcp_headers)
+            bad = await http.post(
+                f"{base_url}/mcp", json=initialize, headers={**mcp_headers, **bearer("rmk_bad")}
+            )
     assert not allowed.is_error
     assert refused.is_error and refused.content[0].text.startswith("PERMISSION_DENIED:")
-    assert unauthenticated.is_error and unauthenticated.content[0].text.startswith("UNAUTHENTICATED:")
+    assert missing.status_code == bad.status_code == 401
+    assert missing.json()["code"] == bad.json()["code"] == "UNAUTHENTICATED"
+    assert missing.headers["www-authenticate"] == 'Bearer realm="ragmesh"'
+    assert bad.headers["www-authenticate"] == 'Bearer realm="ragmesh", error="invalid_token"'
 
 
 async def test_rate_limit_answers_429_with_retry_after(mesh: Mesh, pg_url, schema, tokens, redis_url) -> None:
@@ -165,4 +102,44 @@ async def test_rate_limit_answers_429_with_retry_after(mesh: Mesh, pg_url, schem
     assert statuses == [200, 200, 429]
     assert limited.status_code == 429 and limited.json()["code"] == "RATE_LIMITED"
     assert int(limited.headers["retry-after"]) >= 1
-    assert other_token.status_code == 200 and unlimited_class.status_code == 200
+    assert limited.headers["ratelimit-limit"] == "2" and limited.headers["ratelimit-remaining"] == "0"
+    assert limited.headers["ratelimit-policy"] == "2;w=200"
+    assert other_token.status_code == 200 and other_token.headers["ratelimit-remaining"] == "1"
+    assert unlimited_class.status_code == 200 and "ratelimit-limit" not in unlimited_class.headers
+
+
+async def test_rate_limit_runs_before_authentication(mesh: Mesh, pg_url, schema, tokens, redis_url) -> None:
+    app = token_app(
+        mesh, pg_url, schema, allow_anonymous=False, rate_limits="search=0.01/2,mcp=0.01/1", redis_url=redis_url
+    )
+    guessed = bearer("rmk_0123456789abcdef_" + "g" * 43)
+    async with serve(app) as base_url, httpx.AsyncClient(base_url=base_url) as http:
+        statuses = [(await http.post(SEARCH, json={"query": "q"}, headers=guessed)).status_code for _ in range(3)]
+        bad_body = await http.post(SEARCH, content=b"{not json", headers={**guessed, "content-type": "application/json"})
+        mcp = [
+            (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=guessed))
+            for _ in range(2)
+        ]
+    # Guessing tokens spends a budget like any other request: the token store is not asked again.
+    assert statuses == [401, 401, 429]
+    assert bad_body.status_code == 429  # limited before the body is even read
+    assert [r.status_code for r in mcp] == [401, 429]
+    assert mcp[1].json()["code"] == "RATE_LIMITED" and int(mcp[1].headers["retry-after"]) >= 1
+    assert mcp[1].headers["ratelimit-limit"] == "1"
+
+
+async def test_anonymous_traffic_has_its_own_budget(mesh: Mesh, pg_url, schema, tokens, redis_url) -> None:
+    limits = "anonymous=0.01/1,anonymous.feedback=0.01/2,chat=0.01/5"
+    app = token_app(mesh, pg_url, schema, rate_limits=limits, redis_url=redis_url)
+    rating = {"request_id": "req-1", "rating": 1}
+    async with AsyncTestClient(app) as client:
+        anonymous = [(await client.post("/api/rag/v1/chat", json={"question": "q"})).status_code for _ in range(2)]
+        ratings = [(await client.post("/api/rag/v1/feedback", json=rating)).status_code for _ in range(3)]
+        with_token = await client.post(
+            "/api/rag/v1/chat", json={"question": "q"}, headers=bearer(tokens["granted"])
+        )
+    # Site traffic: one "anonymous" budget per address, with a separate one for ratings.
+    assert anonymous == [200, 429]
+    assert ratings == [201, 201, 429]
+    # Token holders spend the route class's budget, per token.
+    assert with_token.status_code == 200 and with_token.headers["ratelimit-limit"] == "5"

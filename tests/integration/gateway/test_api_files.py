@@ -32,13 +32,20 @@ def corpus_tree(tmp_path: Path) -> Path:
     (root / "guide" / "page.html").write_text("<script>alert(1)</script>", encoding="utf-8")
     (root / "manual.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
     (root / "with space.txt").write_text("spaced\n", encoding="utf-8")
+    (root / "guide" / "skipped.md").write_text("excluded from the index\n", encoding="utf-8")
     (root / ".env").write_text("TOKEN=secret\n")
     (tmp_path / "secret.txt").write_text("outside the corpus\n")
     os.symlink(tmp_path / "secret.txt", root / "escape.txt")
     return root
 
 
+# What the active index holds. escape.txt and .env are listed too, so that the path checks are
+# shown to refuse them on their own; guide/skipped.md is on disk but excluded from the index.
+INDEXED = ["guide/intro.md", "guide/page.html", "manual.pdf", "with space.txt", "escape.txt", ".env"]
+
+
 def app_for(mesh: Mesh, root: Path, caller: Caller | None = None):
+    mesh.retrieval.indexed_files = {(c, p) for c in ("docs@1", "internal@1") for p in INDEXED}
     settings = mesh.settings(corpus_roots={"docs@1": str(root), "internal@1": str(root)})
     deps = build_deps(settings)
     if caller is not None:
@@ -107,6 +114,7 @@ async def test_serves_an_original_file_with_its_type(mesh: Mesh, corpus_tree: Pa
         f"{FILES}/docs@1/.env",
         f"{FILES}/docs@1/guide/intro.md%00.txt",
         f"{FILES}/docs@1/guide/missing.md",
+        f"{FILES}/docs@1/guide/skipped.md",
         f"{FILES}/nope@1/guide/intro.md",
         f"{FILES}/docs@1/guide",
         f"{FILES}/../../etc/passwd",
@@ -134,3 +142,27 @@ async def test_unreadable_corpus_looks_exactly_like_a_missing_file(mesh: Mesh, c
     strip = lambda r: {k: v for k, v in r.json().items() if k != "request_id"}  # noqa: E731
     assert strip(hidden) == strip(missing) == {"code": "NOT_FOUND", "message": "file not found"}
     assert allowed.status_code == 200
+
+
+async def test_only_files_of_the_active_index_are_served(mesh: Mesh, corpus_tree: Path) -> None:
+    async with serve(app_for(mesh, corpus_tree)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            skipped = await http.get(f"{FILES}/docs@1/guide/skipped.md")
+            missing = await http.get(f"{FILES}/docs@1/guide/missing.md")
+            served = await http.get(f"{FILES}/docs@1/guide/intro.md")
+    assert skipped.status_code == missing.status_code == 404
+    assert skipped.content.replace(skipped.headers["x-request-id"].encode(), b"") == missing.content.replace(
+        missing.headers["x-request-id"].encode(), b""
+    )
+    assert served.status_code == 200
+    checks = [(r.corpus, r.source_path, list(r.readable_corpora)) for r in mesh.retrieval.source_checks]
+    assert ("docs@1", "guide/skipped.md", ["docs@1"]) in checks
+
+
+async def test_retrieval_down_is_unavailable_not_a_served_file(mesh: Mesh, corpus_tree: Path) -> None:
+    app = app_for(mesh, corpus_tree)
+    await mesh.stop("retrieval")
+    async with serve(app) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            response = await http.get(f"{FILES}/docs@1/guide/intro.md")
+    assert response.status_code == 503 and response.json()["code"] == "UNAVAILABLE"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragmesh_gateway.security.client_address import client_key, parse_address, parse_networks, token_key
+from ragmesh_gateway.security.client_address import bearer_key, client_key, parse_address, parse_networks
 from ragmesh_gateway.security.ratelimit import Decision, Limit, parse_limits, rate_limit_headers
 
 PROXIES = parse_networks(["10.0.0.0/8", "127.0.0.1"])
@@ -48,8 +48,14 @@ def test_parse_address_rejects_garbage() -> None:
     assert str(parse_address("fe80::1%eth0")) == "fe80::1"
 
 
-def test_token_key_uses_the_public_id() -> None:
-    assert token_key("ab12cd") == "token:ab12cd"
+def test_bearer_key_hashes_the_whole_token() -> None:
+    token = "rmk_0123456789abcdef_" + "s" * 43
+    key = bearer_key(f"Bearer {token}")
+    assert key.startswith("bearer:") and token not in key and "0123456789abcdef" not in key
+    assert bearer_key(token) == bearer_key(f"  bearer   {token} ") == key
+    # Same public id, another secret: another bucket, so a known id cannot drain a token's budget.
+    assert bearer_key("rmk_0123456789abcdef_" + "t" * 43) != key
+    assert bearer_key("Basic \udcff") != key  # undecodable bytes in a header still hash
 
 
 def test_parse_limits() -> None:

@@ -11,7 +11,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from gateway_fakes import LOCAL
 from ragmesh_gateway.access import Caller
-from ragmesh_gateway.files.ports import ConfiguredCorpusRoots
+from ragmesh_gateway.files.ports import ConfiguredCorpusRoots, IndexedSources
 from ragmesh_gateway.files.service import FileService, media_type_of
 
 
@@ -34,8 +34,21 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     return {"root": root, "outside": outside}
 
 
-def files(tree: dict[str, Path]) -> FileService:
-    return FileService(ConfiguredCorpusRoots({"docs@1": str(tree["root"]), "secret@1": str(tree["root"])}))
+class RecordingIndex(IndexedSources):
+    """Holds ``indexed`` (corpus, path) pairs; None: every path, so path checks are tested alone."""
+
+    def __init__(self, indexed: set[tuple[str, str]] | None = None) -> None:
+        self.indexed = indexed
+        self.asked: list[tuple[str, str, tuple[str, ...]]] = []
+
+    async def has_source(self, corpus: str, source_path: str, readable_corpora: tuple[str, ...]) -> bool:
+        self.asked.append((corpus, source_path, readable_corpora))
+        return self.indexed is None or (corpus, source_path) in self.indexed
+
+
+def files(tree: dict[str, Path], index: IndexedSources | None = None) -> FileService:
+    roots = ConfiguredCorpusRoots({"docs@1": str(tree["root"]), "secret@1": str(tree["root"])})
+    return FileService(roots, index or RecordingIndex())
 
 
 async def test_a_file_inside_the_root_is_found_with_its_media_type(tree) -> None:
@@ -98,6 +111,29 @@ async def test_unreadable_and_unknown_corpora_look_like_missing_files(tree) -> N
         errors.append(err.value.to_body())
     assert errors[0] == errors[1] == errors[2] == {"code": "NOT_FOUND", "message": "file not found"}
     assert (await files(tree).locate("docs@1", "guide/intro.md", reader)).filename == "intro.md"
+
+
+async def test_a_file_outside_the_active_index_is_the_same_not_found(tree) -> None:
+    index = RecordingIndex({("docs@1", "guide/intro.md")})
+    service = files(tree, index)
+    assert (await service.locate("docs@1", "guide/intro.md", LOCAL)).filename == "intro.md"
+    with pytest.raises(RagmeshError) as skipped:
+        await service.locate("docs@1", "manual.pdf", LOCAL)  # on disk, but never indexed
+    with pytest.raises(RagmeshError) as missing:
+        await service.locate("docs@1", "guide/missing.md", LOCAL)
+    assert skipped.value.to_body() == missing.value.to_body() == {"code": "NOT_FOUND", "message": "file not found"}
+
+
+async def test_the_index_is_asked_only_about_readable_corpora_and_safe_paths(tree) -> None:
+    index = RecordingIndex()
+    service = files(tree, index)
+    reader = Caller("bob", readable_corpora=frozenset({"docs@1"}))
+    for corpus, path in [("secret@1", "guide/intro.md"), ("docs@1", "../outside.txt"), ("docs@1", ".env")]:
+        with pytest.raises(RagmeshError):
+            await service.locate(corpus, path, reader)
+    assert index.asked == []
+    await service.locate("docs@1", "guide/intro.md", reader)
+    assert index.asked == [("docs@1", "guide/intro.md", ("docs@1",))]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,22 @@ class CorpusRoots(abc.ABC):
         """The corpus's root folder, or None when the gateway does not serve its files."""
 
 
+class IndexedSources(abc.ABC):
+    """Which source files a corpus's active index holds: only those are served, so a file the
+    indexer skipped (excluded by globs, ``index: false``, dot-files) is as absent as a missing one."""
+
+    @abc.abstractmethod
+    async def has_source(self, corpus: str, source_path: str, readable_corpora: tuple[str, ...]) -> bool:
+        """True when a chunk of ``corpus``'s active index came from ``source_path``."""
+
+
+class NothingIndexed(IndexedSources):
+    """Default deny: with no index to ask, no file is served."""
+
+    async def has_source(self, corpus: str, source_path: str, readable_corpora: tuple[str, ...]) -> bool:
+        return False
+
+
 class ConfiguredCorpusRoots(CorpusRoots):
     """Roots from RAGMESH_CORPUS_ROOTS (``corpus=/path,...``)."""
 

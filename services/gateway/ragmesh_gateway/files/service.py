@@ -2,8 +2,10 @@
 
 A request names a corpus and a path relative to its root. The path is refused unless every part
 is an ordinary name (no "..", ".", empty part, hidden name, backslash or NUL), and the fully
-resolved file (symlinks followed) must still lie inside the resolved root. Every refusal,
-unreadable corpus and missing file gives the same NOT_FOUND, so probing learns nothing.
+resolved file (symlinks followed) must still lie inside the resolved root. Only files the corpus's
+active index was built from are served: retrieval is asked whether any chunk came from the path.
+Every refusal, unreadable corpus, unindexed and missing file gives the same NOT_FOUND, so probing
+learns nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_gateway.access import Caller
-from ragmesh_gateway.files.ports import CorpusRoots
+from ragmesh_gateway.files.ports import CorpusRoots, IndexedSources
 
 MAX_PATH_CHARS = 1024
 
@@ -79,8 +81,9 @@ def _resolve_inside(root: Path, parts: list[str]) -> Path:
 
 
 class FileService:
-    def __init__(self, roots: CorpusRoots) -> None:
+    def __init__(self, roots: CorpusRoots, sources: IndexedSources) -> None:
         self._roots = roots
+        self._sources = sources
 
     async def locate(self, corpus: str, relative: str, caller: Caller) -> CorpusFile:
         if not caller.can_read(corpus):
@@ -89,5 +92,8 @@ class FileService:
         if root is None:
             raise not_found()
         parts = safe_parts(relative)
+        # Asked only about a corpus the caller reads, so the answer cannot leak another one.
+        if not await self._sources.has_source(corpus, "/".join(parts), (corpus,)):
+            raise not_found()
         target = await asyncio.to_thread(_resolve_inside, root, parts)
         return CorpusFile(path=target, filename=parts[-1], media_type=media_type_of(parts[-1]))

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 
-from ragmesh_common.errors import ErrorCode, RagmeshError
-
 from ragmesh_gateway.access import Caller
 from ragmesh_gateway.index_admin.ports import BuildResult, CorpusSpec, IndexAdmin, IndexStatus, PromoteResult
 from ragmesh_gateway.security.tokens import Scope
@@ -39,6 +37,5 @@ class IndexAdminService:
         return await self._admin.rollback(corpus, actor=caller.principal, reason=reason)
 
     async def status(self, corpus: str, caller: Caller) -> IndexStatus:
-        if not (caller.allows(Scope.INDEX_BUILD) or caller.allows(Scope.INDEX_PROMOTE)):
-            raise RagmeshError(ErrorCode.PERMISSION_DENIED, "index status needs an index scope")
+        caller.require(Scope.INDEX_BUILD, Scope.INDEX_PROMOTE)
         return await self._admin.status(corpus)

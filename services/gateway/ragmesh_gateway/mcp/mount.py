@@ -1,4 +1,10 @@
-"""Serve the MCP server's Streamable HTTP app at /mcp inside Litestar."""
+"""Serve the MCP server's Streamable HTTP app at /mcp inside Litestar.
+
+Every HTTP request to /mcp is rate limited (route class ``mcp``) and then authenticated before the
+MCP app sees it, in the same order as REST routes: a refused request is a plain HTTP 429 or 401
+(with ``WWW-Authenticate``), as MCP's authorization rules expect. The caller is left in the scope
+state for the tools, which check their own scope.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,22 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from litestar import Litestar, asgi
+from litestar.datastructures import Headers
 from litestar.handlers import ASGIRouteHandler
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from ragmesh_common.errors import RagmeshError
+
+from ragmesh_gateway.access import RequestInfo, RouteClass
+from ragmesh_gateway.deps import GatewayServices
 from ragmesh_gateway.settings import GatewaySettings
+from ragmesh_gateway.web.dependencies import admit
+from ragmesh_gateway.web.errors import send_error
 
 MOUNT_PATH = "/mcp"
+# Scope-state key of the authenticated caller, read by the tools (ragmesh_gateway.mcp.server).
+MCP_CALLER = "ragmesh_mcp_caller"
 
 
 def transport_security(allowed_hosts: list[str]) -> TransportSecuritySettings:
@@ -27,8 +42,9 @@ def transport_security(allowed_hosts: list[str]) -> TransportSecuritySettings:
 class McpMount:
     """The mounted ASGI app plus the lifespan that runs its session manager."""
 
-    def __init__(self, server: MCPServer, settings: GatewaySettings) -> None:
+    def __init__(self, server: MCPServer, settings: GatewaySettings, services: GatewayServices) -> None:
         self.server = server
+        self.services = services
         # Litestar strips the mount path, so the MCP endpoint is "/" inside the mounted app.
         self.app = server.streamable_http_app(
             streamable_http_path="/",
@@ -41,12 +57,28 @@ class McpMount:
 
     def route_handler(self) -> ASGIRouteHandler:
         app = self.app
+        admitted = self.admitted
 
         @asgi(MOUNT_PATH, is_mount=True, copy_scope=True)
         async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
-            await app(scope, receive, send)
+            if scope["type"] != "http" or await admitted(scope, send):
+                await app(scope, receive, send)
 
         return mcp_endpoint
+
+    async def admitted(self, scope: Any, send: Any) -> bool:
+        """Rate limit, then authenticate; False when a refusal was sent instead."""
+        headers = Headers.from_scope(scope)
+        client = scope.get("client")
+        info = RequestInfo(headers=headers, client_host=client[0] if client else None)
+        try:
+            await admit(self.services.rate_limiter, info, RouteClass.MCP, scope)
+            caller = await self.services.authenticator.authenticate(info)
+        except RagmeshError as exc:
+            await send_error(scope, send, exc, has_credentials="authorization" in headers)
+            return False
+        scope.setdefault("state", {})[MCP_CALLER] = caller
+        return True
 
     @asynccontextmanager
     async def lifespan(self, _: Litestar) -> AsyncIterator[None]:

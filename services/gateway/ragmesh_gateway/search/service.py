@@ -105,7 +105,10 @@ class SearchService:
         if not query:
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "query is empty")
         clock = Stopwatch()
-        if caller.reads_nothing:
+        asked = params.filters.corpora
+        # Nothing readable to search: the same empty answer, without a call, whether the corpus
+        # asked for is unreadable or does not exist, so neither can be told from the other.
+        if caller.reads_nothing or (asked and not any(caller.can_read(c) for c in asked)):
             return SearchOutcome(
                 sources=[], retrieval=RetrievalResult(results=[]), degraded=[], security=_report([], [])
             )

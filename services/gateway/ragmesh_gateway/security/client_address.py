@@ -1,4 +1,7 @@
-"""Which client a request comes from, for rate-limit keys of unauthenticated callers.
+"""Who sent a request, as far as the request itself shows: the rate-limit key, known before auth.
+
+A request that shows a bearer token spends the budget of that token (:func:`bearer_key`); one
+without a token spends the budget of its client address (:func:`client_key`).
 
 ``X-Forwarded-For`` is only believed when the direct peer is a trusted proxy (opt-in): the list is
 walked from the right, each hop trusted only while the address that reported it is a trusted
@@ -12,6 +15,7 @@ by full address would let one host rotate through 2**64 buckets.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from collections.abc import Iterable, Mapping
 
@@ -89,6 +93,13 @@ def client_key(remote_addr: str | None, headers: Mapping[str, str],
     return f"ip:{address}"
 
 
-def token_key(token_id: str) -> str:
-    """Rate-limit key of an authenticated caller: its token id (never the secret)."""
-    return f"token:{token_id}"
+def bearer_key(authorization: str) -> str:
+    """Rate-limit key of a request with an ``Authorization`` header, before the token is checked.
+
+    A hash of the whole token, not its public id: whoever knows a token id (it is in logs) cannot
+    drain that token's budget with wrong secrets. "Bearer x" and "x" are the same token.
+    """
+    value = authorization.strip()
+    if value[:7].lower() == "bearer ":
+        value = value[7:].strip()
+    return "bearer:" + hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()[:32]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter
 
+from ragmesh_gateway.access import RouteClass
 from ragmesh_gateway.security.findings import Finding
 
 INJECTION_FINDINGS = Counter(
@@ -24,6 +25,14 @@ FEEDBACK = Counter(
     "Answer feedback received, by rating (up = 1, down = -1).",
     ["rating"],
 )
+
+
+# Zero series for the label values known up front: a labelled counter exports nothing until a label
+# set is used, so the dashboards would show "No data" instead of 0 and rate() would miss the first event.
+for _route_class in RouteClass:
+    RATE_LIMITED.labels(route_class=_route_class.value)
+for _rating in ("up", "down"):
+    FEEDBACK.labels(rating=_rating)
 
 
 def count_injection_findings(findings: Sequence[Finding]) -> None:

@@ -165,13 +165,3 @@ def rate_limit_headers(decision: Decision) -> dict[str, str]:
     if not decision.allowed:
         headers["Retry-After"] = str(max(1, math.ceil(decision.retry_after_s)))
     return headers
-
-
-def raise_if_limited(decision: Decision) -> None:
-    """Refuse with RATE_LIMITED; the edge maps it to 429 and adds :func:`rate_limit_headers`."""
-    if not decision.allowed:
-        raise RagmeshError(
-            ErrorCode.RATE_LIMITED,
-            "rate limit exceeded",
-            {"retry_after_s": max(1, math.ceil(decision.retry_after_s))},
-        )

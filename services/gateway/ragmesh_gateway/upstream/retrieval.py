@@ -1,4 +1,4 @@
-"""Retrieval over gRPC: the SearchBackend and CorpusCatalog ports."""
+"""Retrieval over gRPC: the SearchBackend, CorpusCatalog and IndexedSources ports."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 from ragmesh_common.rpc.client import unary
 
 from ragmesh_gateway.corpora.ports import AllCorporaLister, CorpusCatalog, CorpusInfo, IndexStats
+from ragmesh_gateway.files.ports import IndexedSources
 from ragmesh_gateway.search.models import ChunkBatch, RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.ports import SearchBackend
 from ragmesh_gateway.upstream.channels import Channels
@@ -14,7 +15,7 @@ from ragmesh_gateway.upstream.convert import chunk_from_pb, filters_to_pb, score
 PEER = "retrieval"
 
 
-class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog):
+class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog, IndexedSources):
     def __init__(self, channels: Channels, *, timeout_s: float) -> None:
         self._channels = channels
         self._timeout_s = timeout_s
@@ -97,6 +98,17 @@ class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog):
             )
             for c in reply.corpora
         ]
+
+    async def has_source(self, corpus: str, source_path: str, readable_corpora: tuple[str, ...]) -> bool:
+        reply = await unary(
+            self._stub.HasSource,
+            retrieval_pb2.HasSourceRequest(
+                corpus=corpus, source_path=source_path, readable_corpora=list(readable_corpora)
+            ),
+            timeout=self._timeout_s,
+            peer=PEER,
+        )
+        return reply.found
 
     async def stats(self, readable_corpora: tuple[str, ...]) -> IndexStats:
         reply = await unary(

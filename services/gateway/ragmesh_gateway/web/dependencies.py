@@ -1,11 +1,13 @@
-"""Litestar dependency providers: the caller (authenticated, rate-limited) and the services."""
+"""The edge checks (rate limit, authentication, scope, strict body) and the dependency providers."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from litestar import Request
 from litestar.datastructures import State
 
-from ragmesh_gateway.access import Caller, RequestInfo, RouteClass
+from ragmesh_gateway.access import Caller, RateLimiter, RequestInfo, RouteClass
 from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.corpora.service import CorpusService
 from ragmesh_gateway.deps import GatewayServices, services_of
@@ -14,20 +16,51 @@ from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.index_admin.service import IndexAdminService
 from ragmesh_gateway.search.service import SearchService
 from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.web.body import strict_json_body
+from ragmesh_gateway.web.request_context import RATE_LIMIT_HEADERS
+
+
+# Scope-state key of the caller the edge checks established for this request.
+CALLER = "ragmesh_caller"
+
+
+async def edge_checks(request: Request) -> None:
+    """``before_request`` hook, in this order: rate limit, authenticate, scope, then the strict body.
+
+    Runs before Litestar resolves dependencies or parses the body, so a flood of requests or of bad
+    bodies spends a rate-limit budget and proves a token before any other work is done.
+    """
+    if "route_class" in request.route_handler.opt:
+        caller = await checked_caller(request, services_of(request.app.state))
+        request.scope.setdefault("state", {})[CALLER] = caller
+    await strict_json_body(request)
 
 
 async def provide_caller(request: Request, state: State) -> Caller:
-    """Who is calling, checked against the ``scope`` and ``route_class`` in the handler's ``opt``."""
+    """The caller :func:`edge_checks` admitted (checked here for a route without a route class)."""
+    caller = request.scope.get("state", {}).get(CALLER)
+    return caller if caller is not None else await checked_caller(request, services_of(state))
+
+
+async def checked_caller(request: Request, services: GatewayServices) -> Caller:
+    """Rate limit, then authenticate, then the ``scope`` in the handler's ``opt``."""
     opt = request.route_handler.opt
-    services = services_of(state)
     client = request.client
-    caller = await services.authenticator.authenticate(
-        RequestInfo(headers=request.headers, client_host=client.host if client else None)
-    )
+    info = RequestInfo(headers=request.headers, client_host=client.host if client else None)
+    await admit(services.rate_limiter, info, RouteClass(opt.get("route_class", RouteClass.READ)), request.scope)
+    caller = await services.authenticator.authenticate(info)
     if opt.get("scope"):
         caller.require(Scope(opt["scope"]))
-    await services.rate_limiter.check(caller, RouteClass(opt.get("route_class", RouteClass.READ)))
     return caller
+
+
+async def admit(limiter: RateLimiter, info: RequestInfo, route_class: RouteClass, scope: Any) -> None:
+    """Spend the sender's budget before anything else; the response carries the RateLimit headers."""
+    decision = await limiter.admit(info, route_class)
+    if decision.headers:
+        scope.setdefault("state", {})[RATE_LIMIT_HEADERS] = dict(decision.headers)
+    if not decision.allowed:
+        raise decision.refusal()
 
 
 def provide_services(state: State) -> GatewayServices:

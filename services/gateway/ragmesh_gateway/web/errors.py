@@ -86,6 +86,13 @@ def as_ragmesh_error(exc: Exception) -> RagmeshError:
     return RagmeshError(ErrorCode.INTERNAL, "internal error")
 
 
+def www_authenticate(*, has_credentials: bool) -> str:
+    """RFC 6750: no token -> just the challenge; a token that failed -> ``error="invalid_token"``."""
+    if has_credentials:
+        return 'Bearer realm="ragmesh", error="invalid_token"'
+    return 'Bearer realm="ragmesh"'
+
+
 def error_response(request: Request, exc: Exception) -> Response:
     error = as_ragmesh_error(exc)
     request_id = request_id_of(request.scope)
@@ -101,6 +108,8 @@ def error_response(request: Request, exc: Exception) -> Response:
     headers = {}
     if isinstance(exc, HTTPException) and exc.headers:
         headers.update(exc.headers)  # e.g. Allow on 405
+    if error.code is ErrorCode.UNAUTHENTICATED:
+        headers["WWW-Authenticate"] = www_authenticate(has_credentials="authorization" in request.headers)
     if error.code is ErrorCode.RATE_LIMITED and "retry_after_s" in error.details:
         headers["Retry-After"] = str(max(1, int(float(error.details["retry_after_s"]) + 0.999)))
     return Response(
@@ -109,3 +118,14 @@ def error_response(request: Request, exc: Exception) -> Response:
         headers=headers,
         media_type="application/json",
     )
+
+
+async def send_error(scope: Any, send: Any, error: RagmeshError, *, has_credentials: bool) -> None:
+    """The same error answer as :func:`error_response`, sent from plain ASGI code (the /mcp mount)."""
+    headers = [(b"content-type", b"application/json")]
+    if error.code is ErrorCode.UNAUTHENTICATED:
+        headers.append((b"www-authenticate", www_authenticate(has_credentials=has_credentials).encode()))
+    body = msgspec.json.encode(error.to_body(request_id_of(scope)))
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": error.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

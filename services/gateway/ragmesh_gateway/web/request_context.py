@@ -19,6 +19,8 @@ from ragmesh_common.telemetry import request_id_var
 log = logging.getLogger("ragmesh.gateway.http")
 
 REQUEST_ID_HEADER = "x-request-id"
+# Scope-state key where the rate limiter leaves the RateLimit-* headers for this response.
+RATE_LIMIT_HEADERS = "rate_limit_headers"
 _WELL_FORMED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _QUIET_ROUTES = frozenset({"/health/live", "/health/ready", "/metrics"})
 
@@ -40,6 +42,13 @@ def route_label(scope: Any) -> str:
     if handler is not None and getattr(handler, "is_mount", False):
         return sorted(handler.paths)[0]
     return scope.get("path_template") or "unmatched"
+
+
+def _rate_limit_headers(scope: Any, present: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The rate limiter's headers for this request, except any the response already has."""
+    limits = scope.get("state", {}).get(RATE_LIMIT_HEADERS) or {}
+    have = {k.lower() for k, _ in present}
+    return [(k.lower().encode(), v.encode()) for k, v in limits.items() if k.lower().encode() not in have]
 
 
 class RequestContextMiddleware:
@@ -70,6 +79,7 @@ class RequestContextMiddleware:
                 out = [
                     (k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER.encode()
                 ]
+                out.extend(_rate_limit_headers(scope, out))
                 message = {**message, "headers": [*out, (REQUEST_ID_HEADER.encode(), request_id.encode())]}
             await send(message)
 

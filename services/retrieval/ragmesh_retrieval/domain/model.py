@@ -106,3 +106,10 @@ class StoreStats(msgspec.Struct):
     vector_size: int
     lexical_tokenizer: str
     store: str
+
+
+class SourceHit(msgspec.Struct, frozen=True):
+    """Whether a corpus's active index holds a source file, and which version holds it."""
+
+    found: bool
+    index_version: str = ""

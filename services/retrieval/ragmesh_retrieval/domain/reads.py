@@ -7,12 +7,15 @@ from collections import Counter
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import collection_name, index_version_of
-from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, VectorStorePort, normalize_path_prefix
 
 from ragmesh_retrieval.domain.catalog import CorpusCatalog
 from ragmesh_retrieval.domain.chunks import chunk_from_payload
-from ragmesh_retrieval.domain.model import Chunk, ChunkBatch, CorpusSummary, StoreStats
+from ragmesh_retrieval.domain.model import Chunk, ChunkBatch, CorpusSummary, SourceHit, StoreStats
 from ragmesh_retrieval.domain.validation import validated_chunk_ids, validated_index_version
+
+
+MAX_SOURCE_PATH_CHARS = 1024
 
 
 class CorpusDirectory:
@@ -75,6 +78,36 @@ class CorpusDirectory:
                 license=corpus.license, source_url=corpus.source_url, root=corpus.root,
             ))
         return summaries
+
+    async def has_source(self, corpus: str, source_path: str, readable_corpora: list[str]) -> SourceHit:
+        """Whether ``corpus``'s active index holds a chunk of ``source_path``.
+
+        One filtered query for a single point: the corpus (the ACL) and the path are payload filters,
+        and the probe vector only has to be a valid one, since any match will do. Files the indexer
+        skipped (excluded, ``index: false``, dot-files) have no chunks, so they are never found.
+        """
+        path = normalize_path_prefix(source_path)
+        if not path or len(path) > MAX_SOURCE_PATH_CHARS or corpus not in set(readable_corpora):
+            return SourceHit(found=False)
+        target = (await self.catalog.active()).get(corpus)
+        if target is None or target.meta.vector_size <= 0:
+            return SourceHit(found=False)
+        probe = [1.0] + [0.0] * (target.meta.vector_size - 1)
+        try:
+            hits = await self.store.hybrid_query(HybridQuery(
+                collection=target.collection,
+                # path_prefix matches the file and anything below a folder of that name; the
+                # payload check below keeps the file itself only.
+                filter=PointFilter(corpora=(corpus,), path_prefix=path),
+                limit=8, dense=probe, candidates=8,
+            ))
+        except RagmeshError as exc:
+            if exc.code == ErrorCode.NOT_FOUND:  # swapped away since the catalog was read
+                return SourceHit(found=False)
+            raise
+        if any(normalize_path_prefix(str(h.payload.get("source_path", ""))) == path for h in hits):
+            return SourceHit(found=True, index_version=target.index_version)
+        return SourceHit(found=False)
 
     async def stats(self, readable_corpora: list[str]) -> StoreStats:
         summaries = await self.list_corpora(readable_corpora)

@@ -136,18 +136,25 @@ class HybridRetriever:
 
     async def _embed(self, query: str) -> tuple[list[float] | None, str | None]:
         """(query vector, model id), or (None, None) when the runtime is down or too slow."""
-        with _tracer.start_as_current_span("embed") as span, metrics.stage("embed"):
+        # A GenAI embeddings call in OpenTelemetry's semantic conventions (gen_ai.* attributes).
+        with _tracer.start_as_current_span("embeddings", kind=trace.SpanKind.CLIENT,
+                                           attributes={"gen_ai.operation.name": "embeddings"}) as span, \
+                metrics.stage("embed"):
             try:
                 async with asyncio.timeout(self.limits.embed_timeout_s):
                     model_id = await self.embedder.model_id()
+                    span.update_name(f"embeddings {model_id}")
+                    span.set_attribute("gen_ai.request.model", model_id)
                     vector = await self.embedder.embed_query(query)
             except (RagmeshError, TimeoutError) as exc:
                 reason = exc.code.value if isinstance(exc, RagmeshError) else ErrorCode.DEADLINE_EXCEEDED.value
                 span.set_attribute("ragmesh.degraded", reason)
+                span.set_attribute("error.type", reason)
                 log.warning("embedding unavailable, searching keywords only", extra={"fields": {"reason": reason}})
                 return None, None
             span.set_attribute("ragmesh.embedding.model", model_id)
             span.set_attribute("ragmesh.embedding.dimensions", len(vector))
+            span.set_attribute("gen_ai.embeddings.dimension.count", len(vector))
             return vector, model_id
 
     async def _plans(
@@ -214,7 +221,9 @@ class HybridRetriever:
         if plan.query.dense is None and plan.query.sparse is None:
             return []
         attributes = {
+            # db.system before semantic conventions 1.26, db.system.name since: trace queries use either.
             "db.system": "qdrant",
+            "db.system.name": "qdrant",
             "db.operation.name": "query_points",
             "db.collection.name": plan.query.collection,
             "ragmesh.query_mode": plan.mode,

@@ -1,0 +1,58 @@
+"""`ragmesh token|access` (run the gateway's admin entry point) and `ragmesh mcp` (stdio bridge).
+
+Tokens and grants live in the gateway's PostgreSQL schema, and only the gateway package knows it.
+The CLI must not import a service (tests/unit/test_layering.py), so these commands run
+``python -m ragmesh_gateway.admin`` as a child process with the same arguments and environment
+(``RAGMESH_POSTGRES_URL``, ``RAGMESH_GATEWAY_DB_SCHEMA``). The admin entry point owns the argument
+grammar, the JSON on stdout and the exit codes; the CLI passes all three through unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import subprocess
+import sys
+
+EXIT_FAIL, EXIT_USAGE = 1, 2
+ADMIN_MODULE = "ragmesh_gateway.admin"
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def register(sub: argparse._SubParsersAction, http_options) -> None:
+    for name, helptext in (
+        ("token", "create, revoke and list API tokens (`ragmesh token --help`)"),
+        ("access", "grant, revoke and list corpus read access (`ragmesh access --help`)"),
+    ):
+        # No options of its own: everything after the command word, --help included, goes to the
+        # admin entry point. A prefix no argument starts with keeps argparse from reading any of it.
+        p = sub.add_parser(name, help=helptext, add_help=False, prefix_chars="\x00")
+        p.add_argument("admin_args", nargs=argparse.REMAINDER)
+        p.set_defaults(func=cmd_admin, admin_command=name)
+
+    m = sub.add_parser("mcp", help="stdio MCP server for desktop clients, forwarding to the gateway")
+    http_options(m)
+    m.set_defaults(func=cmd_mcp)
+
+
+def cmd_admin(args) -> int:
+    if importlib.util.find_spec(ADMIN_MODULE) is None:
+        print(f"ragmesh: `{args.admin_command}` needs the gateway package ({ADMIN_MODULE}) installed",
+              file=sys.stderr)
+        return EXIT_FAIL
+    command = [sys.executable, "-m", ADMIN_MODULE, args.admin_command, *args.admin_args]
+    # stdin is closed: the admin never prompts, and a TTY must not make it try.
+    return subprocess.run(command, stdin=subprocess.DEVNULL, env=dict(os.environ)).returncode
+
+
+def cmd_mcp(args) -> int:
+    from ragmesh_cli.mcp_bridge import GatewayMcp, err, serve_stdio
+
+    url = args.url or os.environ.get("RAGMESH_URL") or DEFAULT_URL
+    token = args.token or os.environ.get("RAGMESH_TOKEN", "")
+    gateway = GatewayMcp(url, token=token, timeout_s=args.timeout)
+    err(f"forwarding to {gateway.endpoint}")
+    asyncio.run(serve_stdio(gateway, log=err))
+    return 0
