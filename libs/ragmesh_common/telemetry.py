@@ -3,6 +3,9 @@
 - Traces: OpenTelemetry SDK; context crosses HTTP and gRPC through the W3C ``traceparent`` header.
   Exported over OTLP/gRPC when ``RAGMESH_OTLP_ENDPOINT`` is set, and as JSON lines to
   ``RAGMESH_TRACE_FILE`` when that is set (used by the end-to-end tests and handy on a laptop).
+  With either one set, the client libraries are instrumented too: httpx (calls to the model
+  runtime, TEI, vLLM: client spans, and the trace continues in the server), redis and asyncpg
+  (one span per command or query, with the statement but never its parameters).
 - Logs: one JSON object per line on stderr with service, request_id and trace_id. Callers pass
   ids, hashes, counts and timings only, never query or document text.
 - Metrics: prometheus-client; each process exposes /metrics (see ``rpc.server`` and the gateway).
@@ -28,6 +31,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("ragmesh_request_id", default="")
 
 _configured: str | None = None
+_clients_instrumented = False
 
 
 def query_hash(text: str) -> str:
@@ -137,6 +141,41 @@ def setup_telemetry(service: str, *, level: str | None = None) -> None:
     if trace_file:
         provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(trace_file), schedule_delay_millis=200))
     trace.set_tracer_provider(provider)
+    if endpoint or trace_file:
+        instrument_clients()
+
+
+def instrument_clients() -> None:
+    """Spans for the client libraries ragmesh calls through (once per process).
+
+    The instrumentations patch the libraries' classes (httpx's transports, redis' and asyncpg's
+    command methods), so clients built before this call are traced too. Redis statements are
+    recorded as ``COMMAND ? ?`` and SQL without its parameters (the instrumentations' defaults), so
+    no key, token or user text reaches a span.
+    """
+    global _clients_instrumented
+    if _clients_instrumented:
+        return
+    _clients_instrumented = True
+    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    HTTPXClientInstrumentor().instrument()
+    RedisInstrumentor().instrument()
+    AsyncPGInstrumentor(capture_parameters=False).instrument()
+
+
+def http_server_span_details(scope: Any) -> tuple[str, dict[str, str]]:
+    """Name and route of an HTTP server span, for litestar's ``scope_span_details_extractor``.
+
+    HTTP semantic conventions want ``http.route`` to be the route template and the span named
+    ``METHOD template``; litestar's default puts the raw path there, so a file path or an id
+    would become a span name (unbounded cardinality, and user input in telemetry).
+    """
+    route = scope.get("path_template") or scope.get("path", "")
+    method = str(scope.get("method", "")).strip()
+    return (f"{method} {route}" if method else route), {"http.route": route}
 
 
 def shutdown_telemetry() -> None:

@@ -12,6 +12,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
+from ragmesh_common.telemetry import http_server_span_details
 from ragmesh_runtime.http.errors import handle_exception
 from ragmesh_runtime.http.metrics import RuntimeMetrics, metrics_endpoint
 from ragmesh_runtime.http.openai_routes import OpenAiController
@@ -43,7 +44,9 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
         on_shutdown=[service.close],
         openapi_config=None,
         # Spans continue the caller's W3C traceparent, so a query's trace reaches the models.
-        plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(exclude=["/health", "/metrics"]))],
+        plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(
+            exclude=["/health", "/metrics"], scope_span_details_extractor=http_server_span_details
+        ))],
         logging_config=None,  # the process's logging is set up once, by ragmesh_common.telemetry
         debug=False,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,44 @@ def test_prometheus_scrapes_every_ragmesh_service_on_its_metrics_port() -> None:
         (discovery,) = jobs[service]["dns_sd_configs"]
         assert discovery["names"] == [service] and discovery["type"] == "A" and discovery["port"] == port
         assert jobs[service].get("metrics_path", "/metrics") == "/metrics"
+
+
+@pytest.fixture
+def promtool(pytestconfig: pytest.Config) -> str:
+    found = shutil.which("promtool")
+    if not found:
+        # tests/conftest.py as pytest loaded it (several conftest modules share the name).
+        root_conftest = pytestconfig.pluginmanager.getplugin(str(ROOT / "tests" / "conftest.py"))
+        root_conftest.skip_or_fail("promtool is not installed (apt-get install -y prometheus)")
+    return found
+
+
+@pytest.mark.needs_program("promtool")
+def test_promtool_accepts_the_prometheus_config(promtool: str) -> None:
+    result = subprocess.run([promtool, "check", "config", str(OBSERVABILITY / "prometheus.yml")],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.needs_program("promtool")
+def test_every_dashboard_query_is_valid_promql(tmp_path: Path, promtool: str) -> None:
+    # promtool parses PromQL in rule files; each query becomes a recording rule, with Grafana's
+    # variables replaced by what Grafana would send.
+    def as_promql(query: str) -> str:
+        query = query.replace("$$", "$").replace("$__tags", 'service="retrieval"')
+        query = query.replace("$__rate_interval", "1m")
+        return re.sub(r"\$\{?\w+\}?", "retrieval", query)
+
+    queries = all_queries()
+    rules = {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"ragmesh:dashboard_query_{index}", "expr": as_promql(query)}
+        for index, query in enumerate(queries)
+    ]}]}
+    path = tmp_path / "dashboard-queries.yml"
+    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(queries)} rules found" in result.stdout
 
 
 def test_prometheus_targets_only_services_that_exist_in_compose() -> None:

@@ -212,6 +212,8 @@ class GroundedAnswerer:
         loop = asyncio.get_running_loop()
         span = self._tracer.start_span("chat", kind=trace.SpanKind.CLIENT, attributes={
             "gen_ai.operation.name": "chat", "gen_ai.system": self._model.system,
+            # gen_ai.provider.name replaces gen_ai.system in newer semantic conventions.
+            "gen_ai.provider.name": self._model.system,
             "gen_ai.request.max_tokens": max_tokens, "gen_ai.request.temperature": 0.0,
             "ragmesh.generation.attempt": attempt.number})
         try:
