@@ -6,6 +6,7 @@ which keeps ONNX Runtime's own thread pool the only parallelism and the event lo
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
@@ -20,8 +21,11 @@ class MiniLmEncoder:
     # the model was trained on sequences of at most 256 tokens).
     max_input_tokens = 256
 
-    def __init__(self, session, tokenizer, *, batch_size: int = 32, max_batch_tokens: int = 8192) -> None:
+    def __init__(
+        self, session, tokenizer, *, batch_size: int = 32, max_batch_tokens: int = 8192, cache_entries: int = 0
+    ) -> None:
         self._session = session
+        self.cache = SequenceVectorCache(cache_entries)
         self._tokenizer = tokenizer
         self._batch_size = max(1, batch_size)
         self._max_batch_tokens = max(self.max_input_tokens, max_batch_tokens)
@@ -39,6 +43,7 @@ class MiniLmEncoder:
         allow_spinning: bool = False,
         batch_size: int = 32,
         max_batch_tokens: int = 8192,
+        cache_entries: int = 0,
     ) -> MiniLmEncoder:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -56,7 +61,8 @@ class MiniLmEncoder:
         # The shipped tokenizer.json pads and truncates to 128; this class does both itself.
         tokenizer.no_padding()
         tokenizer.no_truncation()
-        return cls(session, tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+        return cls(session, tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
+                   cache_entries=cache_entries)
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """WordPiece ids of each text, without [CLS]/[SEP] and without truncation."""
@@ -77,9 +83,19 @@ class MiniLmEncoder:
         out = np.empty((len(sequences), self.dimension), dtype=np.float32)
         if not sequences:
             return out
-        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        keys = [tuple(s) for s in sequences]
+        todo = []
+        for index, key in enumerate(keys):
+            cached = self.cache.get(key)
+            if cached is None:
+                todo.append(index)
+            else:
+                out[index] = cached
+        order = sorted(todo, key=lambda i: len(sequences[i]))
         for batch in self._batches(order, sequences):
             out[batch] = self._run([sequences[i] for i in batch])
+            for index in batch:
+                self.cache.put(keys[index], out[index].copy())
         return l2_normalize(out) if normalize else out
 
     def _batches(self, order: list[int], sequences: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -107,3 +123,67 @@ class MiniLmEncoder:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
         return mean_pool(hidden, attention_mask)
+
+
+class SequenceVectorCache:
+    """LRU of pooled (not yet normalised) vectors keyed by the full id sequence, specials included.
+
+    The key is the exact model input, so a hit is the vector the model would compute again; the
+    model never changes inside one process, so it needs no model id. Used only from the runtime's
+    single inference thread, hence no lock.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max(0, max_entries)
+        self._vectors: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def get(self, key: tuple[int, ...]) -> np.ndarray | None:
+        if not self.max_entries:
+            return None
+        vector = self._vectors.get(key)
+        if vector is None:
+            self.misses += 1
+            return None
+        self._vectors.move_to_end(key)
+        self.hits += 1
+        return vector
+
+    def save(self, path: Path, model_sha256: str) -> int:
+        """Write every entry to ``path`` (npz, replaced atomically); returns the count."""
+        keys = list(self._vectors)
+        lengths = np.array([len(k) for k in keys], dtype=np.int32)
+        ids = np.array([i for k in keys for i in k], dtype=np.int32)
+        vectors = np.stack([self._vectors[k] for k in keys]) if keys else np.empty((0, 0), np.float32)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial.npz")
+        np.savez(partial, model=np.array(model_sha256), lengths=lengths, ids=ids, vectors=vectors)
+        partial.replace(path)
+        return len(keys)
+
+    def load(self, path: Path, model_sha256: str) -> int:
+        """Entries from a file written by ``save`` for the same model file; anything else is
+        ignored (a cache is never worth refusing to start over). Returns how many were loaded."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if str(data["model"]) != model_sha256:
+                    return 0
+                lengths, ids, vectors = data["lengths"], data["ids"], data["vectors"]
+        except (OSError, KeyError, ValueError):
+            return 0
+        ends = np.cumsum(lengths)
+        for row, (end, length) in enumerate(zip(ends, lengths)):
+            self.put(tuple(int(i) for i in ids[end - length : end]), vectors[row])
+        return len(lengths)
+
+    def put(self, key: tuple[int, ...], vector: np.ndarray) -> None:
+        if not self.max_entries:
+            return
+        self._vectors[key] = vector
+        self._vectors.move_to_end(key)
+        while len(self._vectors) > self.max_entries:
+            self._vectors.popitem(last=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from dataclasses import dataclass
 
 from ragmesh_runtime.encoder import MiniLmEncoder
@@ -43,7 +44,10 @@ def load_models(settings: RuntimeSettings) -> LoadedModels:
         allow_spinning=embedding.allow_spinning,
         batch_size=embedding.batch_size,
         max_batch_tokens=embedding.max_batch_tokens,
+        cache_entries=embedding.cache_entries,
     )
+    if embedding.cache_file:
+        encoder.cache.load(Path(embedding.cache_file), onnx_file.sha256)
     files = [onnx_file, tokenizer_file]
     wordllama = None
     if settings.rerank.uses_wordllama:

@@ -1,18 +1,24 @@
 """Relevance scorers behind /rerank, chosen by name (RAGMESH_RUNTIME_RERANK_METHOD).
 
-None of them is a cross-encoder: they compare a query vector with text vectors. Each says so in
-``description``, which /info repeats, so nobody mistakes these scores for a trained reranker's.
+None of them is a cross-encoder: they compare a query vector with text vectors, or count terms.
+Each says so in ``description``, which /info repeats, so nobody mistakes these scores for a
+trained reranker's.
 """
 
 from __future__ import annotations
 
 import abc
+import math
+import re
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_runtime.encoder import MiniLmEncoder
+from ragmesh_runtime.generator.extractive import is_mostly_cjk
 from ragmesh_runtime.pooling import token_windows
 from ragmesh_runtime.settings import RerankSettings
 from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
@@ -24,7 +30,12 @@ class RelevanceScorer(abc.ABC):
 
     @abc.abstractmethod
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
-        """One score per text, higher is more relevant; cosine-like, in [-1, 1]."""
+        """One score per text, higher is more relevant."""
+
+    def bounded(self, scores: np.ndarray) -> np.ndarray:
+        """The scores in [0, 1] for TEI's raw_scores=false, in the same order. A cosine is clamped
+        (kept as is where it is already positive); scorers with other ranges override this."""
+        return scores.clip(0.0, 1.0)
 
 
 class MiniLmWindowScorer(RelevanceScorer):
@@ -96,6 +107,129 @@ class BlendedScorer(RelevanceScorer):
         return (1.0 - self._weight) * primary + self._weight * lexical
 
 
+class RequestBm25Scorer(RelevanceScorer):
+    """BM25 of each text for the query, with IDF and mean length taken from the request's texts.
+
+    A TEI /rerank request carries no corpus statistics, so the candidates are the collection: a
+    query term found in every candidate weighs little, one found in a few weighs much. Tokens are
+    the index's own (ragmesh_common.lexical: stemmed English, jieba for Chinese, stopwords out).
+    A query mostly in Chinese adds ``cjk_bigram_weight`` x the z-score of a second BM25 over Han
+    character bigrams, which catches words jieba segments differently in query and text.
+    """
+
+    name = "bm25-request"
+
+    def __init__(
+        self, encoder: LexicalEncoder | None = None, k1: float = 1.2, b: float = 0.75, cjk_bigram_weight: float = 0.5
+    ) -> None:
+        self._encoder = encoder or LexicalEncoder()
+        self._k1 = k1
+        self._b = b
+        self._bigram_weight = cjk_bigram_weight
+        self.description = (
+            f"BM25 (k1={k1}, b={b}) of the query's terms, IDF and mean length over this request's texts"
+            + (f" (queries mostly in Chinese: z(word BM25) + {cjk_bigram_weight:g} x z(Han-bigram BM25))"
+               if cjk_bigram_weight else "")
+        )
+
+    def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
+        words = self._bm25(self._encoder.tokens(query), [self._encoder.tokens(text) for text in texts])
+        if not self._bigram_weight or not is_mostly_cjk(query):
+            return words.astype(np.float32)
+        bigrams = self._bm25(han_bigrams(query), [han_bigrams(text) for text in texts])
+        return (standardised(words) + self._bigram_weight * standardised(bigrams)).astype(np.float32)
+
+    def _bm25(self, query_terms: list[str], text_terms: list[list[str]]) -> np.ndarray:
+        terms = set(query_terms)
+        counts = [Counter(tokens) for tokens in text_terms]
+        lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
+        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
+        scores = np.zeros(len(counts), dtype=np.float64)
+        n = len(counts)
+        for term in terms:
+            tf = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
+            found = int((tf > 0).sum())
+            if not found:
+                continue
+            idf = math.log(1.0 + (n - found + 0.5) / (found + 0.5))
+            norm = self._k1 * (1.0 - self._b + self._b * lengths / average)
+            scores += idf * tf * (self._k1 + 1.0) / (tf + norm)
+        return scores
+
+
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def han_bigrams(text: str) -> list[str]:
+    """Overlapping Han character pairs of each run (a one-character run is itself)."""
+    out: list[str] = []
+    for run in _HAN_RUN.findall(text):
+        out.extend([run[i : i + 2] for i in range(len(run) - 1)] or [run])
+    return out
+
+
+class ZBlendScorer(RelevanceScorer):
+    """Weighted sum of each signal's z-score over the request's texts.
+
+    Signals live on different scales (cosines near 0.3-0.7, BM25 0-20); standardising each over the
+    candidates makes the weights mean "how much each signal moves the order". The result orders
+    the texts of one request and is not comparable across requests.
+    """
+
+    name = "blend"
+
+    def __init__(
+        self,
+        signals: Sequence[tuple[float, RelevanceScorer | WordLlamaSimilarity]],
+        english_only: Sequence[RelevanceScorer] = (),
+    ) -> None:
+        self._signals = [(w, s) for w, s in signals if w != 0.0 and s is not None]
+        # Signals from models trained on English sit out queries written mostly in Chinese, where
+        # their scores are noise (the generator follows the same rule; see docs/evaluation.md).
+        self._english_only = tuple(english_only)
+        if not self._signals:
+            raise ValueError("the blend needs at least one signal with a non-zero weight")
+        parts = []
+        for weight, signal in self._signals:
+            described = signal.description if isinstance(signal, RelevanceScorer) else (
+                "WordLlama (l2_supercat, static 256-d token embeddings, average-pooled) cosine of the whole text")
+            parts.append(f"{weight:g} x z[{described}]")
+        self.description = (
+            " + ".join(parts) + "; each z-score is standardised over this request's texts, so scores only "
+            "order one request's texts (raw_scores=false applies the logistic function); "
+            + ("queries mostly in Chinese skip the English-trained embedding signals (MiniLM, WordLlama); "
+               if self._english_only else "")
+            + "NOT a cross-encoder"
+        )
+
+    def bounded(self, scores: np.ndarray) -> np.ndarray:
+        # A z-score sum is unbounded on both sides: clamping would tie every below-average text
+        # at 0, so squash it with the logistic function, which keeps the order.
+        return (1.0 / (1.0 + np.exp(-scores.astype(np.float64)))).astype(np.float32)
+
+    def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
+        total = np.zeros(len(texts), dtype=np.float64)
+        chinese = bool(self._english_only) and is_mostly_cjk(query)
+        for weight, signal in self._signals:
+            if chinese and any(signal is skipped for skipped in self._english_only):
+                continue
+            if isinstance(signal, RelevanceScorer):
+                values = signal.score(query, texts, truncate)
+            else:
+                values = signal.cosine_to_query(query, texts)
+            total += weight * standardised(values)
+        return total.astype(np.float32)
+
+
+def standardised(values: np.ndarray) -> np.ndarray:
+    """(x - mean) / std over the texts; all-equal values (or a single text) give zeros."""
+    values = np.asarray(values, dtype=np.float64)
+    spread = values.std()
+    if not np.isfinite(spread) or spread < 1e-9:
+        return np.zeros_like(values)
+    return (values - values.mean()) / spread
+
+
 def build_scorer(
     settings: RerankSettings, encoder: MiniLmEncoder, wordllama: WordLlamaSimilarity | None
 ) -> RelevanceScorer:
@@ -106,4 +240,12 @@ def build_scorer(
         if wordllama is None:
             raise ValueError("the minilm-window+wordllama method needs WordLlama loaded")
         return BlendedScorer(window, wordllama, settings.wordllama_weight)
+    if settings.method == "blend":
+        if settings.blend_wordllama and wordllama is None:
+            raise ValueError("the blend method with a WordLlama weight needs WordLlama loaded")
+        return ZBlendScorer([
+            (settings.blend_minilm, window),
+            (settings.blend_wordllama, wordllama),
+            (settings.blend_bm25, RequestBm25Scorer()),
+        ], english_only=[window] + ([wordllama] if wordllama is not None else []))
     raise ValueError(f"unknown rerank method {settings.method!r}")

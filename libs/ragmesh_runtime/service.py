@@ -91,7 +91,7 @@ class RuntimeService:
         if not query:
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "`query` cannot be empty")
         self._check_texts([query], "query")
-        self._check_texts(texts, "texts")
+        self._check_texts(texts, "texts", max_count=self.settings.rerank.max_texts)
         truncate = self._truncate(truncate)
         with self._admitted():
             return await self.executor.run(self.scorer.score, query, list(texts), truncate)
@@ -130,14 +130,15 @@ class RuntimeService:
     def _truncate(self, requested: bool | None) -> bool:
         return self.settings.embedding.auto_truncate if requested is None else requested
 
-    def _check_texts(self, texts: Sequence[str], field: str) -> None:
+    def _check_texts(self, texts: Sequence[str], field: str, max_count: int | None = None) -> None:
         limits = self.settings.embedding
+        max_count = max_count or limits.max_client_batch_size
         if not texts:
             raise RagmeshError(ErrorCode.QUERY_EMPTY, f"`{field}` cannot be empty")
-        if len(texts) > limits.max_client_batch_size:
+        if len(texts) > max_count:
             raise RagmeshError(
                 ErrorCode.BODY_TOO_LARGE,
-                f"batch size {len(texts)} > maximum allowed batch size {limits.max_client_batch_size}",
+                f"batch size {len(texts)} > maximum allowed batch size {max_count}",
             )
         for index, text in enumerate(texts):
             if len(text) > limits.max_input_chars:
@@ -158,3 +159,11 @@ class RuntimeService:
 
     def close(self) -> None:
         self.executor.shutdown()
+        cache_file = self.settings.embedding.cache_file
+        if cache_file:
+            from pathlib import Path
+
+            from ragmesh_runtime.model_files import MINILM_ONNX
+
+            saved = self.models.encoder.cache.save(Path(cache_file), MINILM_ONNX.sha256)
+            log.info("embedding cache saved: %d vectors", saved)

@@ -15,7 +15,7 @@ from ragmesh_common.settings import DEFAULT_PORTS, env_bool, env_float, env_int,
 
 #: The generator's model id says what it is: clients that print the model name tell the truth.
 EXTRACTIVE_MODEL_ID = "ragmesh-extractive-v1-not-an-llm"
-RERANK_METHODS = ("minilm-window", "minilm-window+wordllama")
+RERANK_METHODS = ("minilm-window", "minilm-window+wordllama", "blend")
 
 
 def _cores() -> int:
@@ -56,6 +56,11 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
     max_client_batch_size: int = 32  # RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE
     max_input_chars: int = 32_768  # RAGMESH_RUNTIME_MAX_INPUT_CHARS: per text, before tokenizing
     auto_truncate: bool = True  # RAGMESH_RUNTIME_AUTO_TRUNCATE: default of the `truncate` field
+    # LRU of sequence vectors keyed by the exact token ids: a chunk embedded at index time costs
+    # nothing when /rerank sees the same text again (one 128-token window == one /embed input).
+    cache_entries: int = 32_768  # RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES; 0 turns it off (~1.5 KB each)
+    # Where the cache is kept across restarts (loaded at start, written at shutdown); empty: memory only.
+    cache_file: str = ""  # RAGMESH_RUNTIME_EMBED_CACHE_FILE
 
     @classmethod
     def from_env(cls) -> EmbeddingSettings:
@@ -70,6 +75,8 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
             ),
             max_input_chars=env_int("RAGMESH_RUNTIME_MAX_INPUT_CHARS", d.max_input_chars),
             auto_truncate=env_bool("RAGMESH_RUNTIME_AUTO_TRUNCATE", d.auto_truncate),
+            cache_entries=env_int("RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES", d.cache_entries),
+            cache_file=env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", d.cache_file),
         )
 
     @property
@@ -78,11 +85,19 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
 
 
 class RerankSettings(msgspec.Struct, frozen=True):
-    method: str = "minilm-window"  # RAGMESH_RUNTIME_RERANK_METHOD, one of RERANK_METHODS
+    method: str = "blend"  # RAGMESH_RUNTIME_RERANK_METHOD, one of RERANK_METHODS
     window_tokens: int = 128  # RAGMESH_RUNTIME_RERANK_WINDOW_TOKENS
     window_stride: int = 96  # RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE
     max_windows: int = 16  # RAGMESH_RUNTIME_RERANK_MAX_WINDOWS per text
-    wordllama_weight: float = 0.3  # RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT (blend methods only)
+    wordllama_weight: float = 0.3  # RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT (minilm-window+wordllama)
+    # "blend": weights of the per-request z-scores of each signal (tuned on SciFact train, see
+    # docs/evaluation.md). A weight of 0 skips computing that signal.
+    blend_minilm: float = 1.0  # RAGMESH_RUNTIME_RERANK_BLEND_MINILM
+    blend_wordllama: float = 0.25  # RAGMESH_RUNTIME_RERANK_BLEND_WORDLLAMA
+    blend_bm25: float = 1.0  # RAGMESH_RUNTIME_RERANK_BLEND_BM25
+    # Most texts per /rerank request. Separate from /embed's max_client_batch_size because the
+    # blend normalises over the request: a caller's candidate list must fit in one request.
+    max_texts: int = 128  # RAGMESH_RUNTIME_RERANK_MAX_TEXTS
 
     @classmethod
     def from_env(cls) -> RerankSettings:
@@ -98,11 +113,15 @@ class RerankSettings(msgspec.Struct, frozen=True):
             window_stride=env_int("RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE", d.window_stride),
             max_windows=env_int("RAGMESH_RUNTIME_RERANK_MAX_WINDOWS", d.max_windows),
             wordllama_weight=env_float("RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT", d.wordllama_weight),
+            blend_minilm=env_float("RAGMESH_RUNTIME_RERANK_BLEND_MINILM", d.blend_minilm),
+            blend_wordllama=env_float("RAGMESH_RUNTIME_RERANK_BLEND_WORDLLAMA", d.blend_wordllama),
+            blend_bm25=env_float("RAGMESH_RUNTIME_RERANK_BLEND_BM25", d.blend_bm25),
+            max_texts=env_int("RAGMESH_RUNTIME_RERANK_MAX_TEXTS", d.max_texts),
         )
 
     @property
     def uses_wordllama(self) -> bool:
-        return "wordllama" in self.method
+        return "wordllama" in self.method or (self.method == "blend" and self.blend_wordllama != 0.0)
 
 
 class GeneratorSettings(msgspec.Struct, frozen=True):

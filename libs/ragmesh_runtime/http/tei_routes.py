@@ -48,8 +48,8 @@ class TeiController(Controller):
     async def rerank(self, request: Request, service: RuntimeService) -> Response[bytes]:
         body = decode_body(await request.body(), RerankRequest)
         raw = await service.rerank(body.query, body.texts, body.truncate)
-        # TEI's non-raw scores live in [0, 1]; a cosine is clamped into that range, not rescaled.
-        scores = raw if body.raw_scores else raw.clip(0.0, 1.0)
+        # TEI's non-raw scores live in [0, 1]; each scorer says how its scores get there.
+        scores = raw if body.raw_scores else service.scorer.bounded(raw)
         order = sorted(range(len(body.texts)), key=lambda i: (-float(scores[i]), i))
         ranks = []
         for index in order:
@@ -107,6 +107,12 @@ def build_info(service: RuntimeService) -> dict[str, object]:
                 ),
             },
             "rerank_method": service.scorer.name,
+            "rerank_max_texts": settings.rerank.max_texts,
+            "embedding_cache": (
+                f"LRU of {settings.embedding.cache_entries} vectors keyed by the exact token ids, shared by "
+                "/embed and /rerank windows (a hit returns the vector the model computed before)"
+                if settings.embedding.cache_entries else "off"
+            ),
             "rerank_scores": "raw_scores=false clamps the score to [0, 1]; it is not a probability",
             "generator_model_id": generator.model_id,
             "model_files": [verified.describe() for verified in service.models.files],

@@ -19,7 +19,8 @@ log = logging.getLogger("ragmesh.rerank")
 
 
 def build_reranker(settings: RerankSettings) -> Reranker:
-    return TeiReranker(TeiClient(settings.rerank_url, timeout=settings.runtime_timeout_s))
+    return TeiReranker(TeiClient(settings.rerank_url, timeout=settings.runtime_timeout_s),
+                       batch_size=settings.batch_size)
 
 
 def build_server(settings: RerankSettings, reranker: Reranker | None = None) -> tuple[GrpcServer, Reranker]:

@@ -16,6 +16,7 @@ class RankedText:
 class RerankerIdentity:
     model_id: str
     score_kind: str  # what the runtime says its score is, e.g. "cross_encoder"
+    max_texts: int | None = None  # most texts the runtime takes per request, when it says so
 
 
 class Reranker(abc.ABC):

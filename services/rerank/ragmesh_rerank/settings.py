@@ -18,6 +18,8 @@ class RerankSettings(msgspec.Struct, frozen=True):
     max_texts: int  # RAGMESH_RERANK_MAX_TEXTS: more is INVALID_ARGUMENT
     max_text_chars: int  # RAGMESH_RERANK_MAX_TEXT_CHARS: longer texts are cut before sending
     max_query_chars: int  # RAGMESH_RERANK_MAX_QUERY_CHARS: longer is QUERY_TOO_LONG
+    # Texts per runtime request when the runtime does not advertise its cap in /info.
+    batch_size: int = 32  # RAGMESH_RERANK_BATCH_SIZE
 
     @classmethod
     def from_env(cls, port: int | None = None) -> RerankSettings:
@@ -32,6 +34,7 @@ class RerankSettings(msgspec.Struct, frozen=True):
             max_texts=env_int("RAGMESH_RERANK_MAX_TEXTS", 200),
             max_text_chars=env_int("RAGMESH_RERANK_MAX_TEXT_CHARS", 8192),
             max_query_chars=env_int("RAGMESH_RERANK_MAX_QUERY_CHARS", 4000),
+            batch_size=env_int("RAGMESH_RERANK_BATCH_SIZE", 32),
         )
 
     @property

@@ -90,3 +90,37 @@ def test_overloaded_runtime_answers_429(runtime_models):
         assert response.json()["error_type"] == "Overloaded"
         chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert chat.status_code == 429
+
+
+def test_blend_method_is_served_and_described_honestly(runtime_models):
+    settings = RuntimeSettings(rerank=RerankSettings(method="blend"))
+    loaded = load_models(settings)
+    with TestClient(app=create_app(settings, loaded)) as client:
+        info = client.get("/info").json()["ragmesh"]
+        assert info["rerank_method"] == "blend"
+        described = info["endpoints"]["/rerank"]
+        assert all(part in described for part in ("MiniLM", "WordLlama", "BM25", "z[", "NOT a cross-encoder"))
+        assert info["rerank_max_texts"] == settings.rerank.max_texts
+        texts = ["Stocks rose today on strong earnings.", "Giant pandas eat bamboo shoots and leaves.",
+                 "Pandas is a Python library for data frames."]
+        ranks = client.post("/rerank", json={"query": "What do giant pandas eat?", "texts": texts}).json()
+        assert ranks[0]["index"] == 1
+        assert all(0.0 < r["score"] < 1.0 for r in ranks)  # logistic, not clamped to ties at 0
+        assert len({r["score"] for r in ranks}) == 3
+        many = client.post("/rerank", json={"query": "pandas", "texts": texts * 20}).json()
+        assert len(many) == 60  # over /embed's 32: a whole candidate list fits
+
+
+def test_a_chunk_embedded_once_is_a_cache_hit_when_reranked(runtime_models):
+    # The bare window cosine, so the score can be checked against the two /embed vectors.
+    settings = RuntimeSettings(rerank=RerankSettings(method="minilm-window"))
+    loaded = load_models(settings)
+    cache = loaded.encoder.cache
+    text = "The indexer embeds each chunk once; rerank sees the same text again."
+    with TestClient(app=create_app(settings, loaded)) as client:
+        embedded = client.post("/embed", json={"inputs": [text]}).json()[0]
+        hits = cache.hits
+        ranks = client.post("/rerank", json={"query": "rerank", "texts": [text], "raw_scores": True}).json()
+        assert cache.hits == hits + 1  # the window of a short text is the embedded sequence
+        query = client.post("/embed", json={"inputs": ["rerank"]}).json()[0]
+        assert ranks[0]["score"] == pytest.approx(float(np.dot(embedded, query)), abs=1e-4)

@@ -185,3 +185,42 @@ async def test_rerank_call_is_a_span() -> None:
     assert span.name == "rerank"
     assert dict(span.attributes) == {"ragmesh.rerank.texts": 2, "ragmesh.rerank.top_n": 0,
                                      "ragmesh.rerank.model": "length-model", "ragmesh.rerank.score_kind": "text_length"}
+
+
+# -- batching: a candidate list longer than the runtime's cap ------------------------------------
+
+def _capped_tei(info: dict, seen: list[list[str]]) -> TeiReranker:
+    import json
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/info":
+            return httpx.Response(200, json=info)
+        texts = json.loads(request.content)["texts"]
+        seen.append(texts)
+        # Scores by length, best first, as TEI answers.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        return httpx.Response(200, json=[{"index": i, "score": float(len(texts[i]))} for i in order])
+
+    client = httpx.AsyncClient(base_url="http://tei", transport=httpx.MockTransport(handler))
+    return TeiReranker(TeiClient("http://tei", client=client), batch_size=4)
+
+
+@pytest.mark.parametrize(("info", "cap"), [
+    ({"max_client_batch_size": 3}, 3),
+    ({"max_client_batch_size": 32, "ragmesh": {"rerank_max_texts": 5}}, 5),
+    ({}, 4),  # nothing advertised: the configured batch size
+])
+async def test_tei_adapter_splits_texts_at_the_runtimes_cap(info: dict, cap: int) -> None:
+    seen: list[list[str]] = []
+    texts = ["x" * n for n in (3, 11, 7, 1, 9, 2, 12, 5, 4, 8, 10, 6)]
+    ranked = await _capped_tei(info, seen).rerank("q", texts, timeout=1)
+    assert max(len(batch) for batch in seen) == cap
+    assert sorted(sum(seen, [])) == sorted(texts)
+    # Indices point into the caller's list, not into a batch.
+    assert sorted(r.index for r in ranked) == list(range(len(texts)))
+    assert all(r.score == len(texts[r.index]) for r in ranked)
+
+
+async def test_identity_reports_the_runtimes_cap() -> None:
+    identity = await _capped_tei({"model_id": "m", "ragmesh": {"rerank_max_texts": 128}}, []).identity(timeout=1)
+    assert identity.max_texts == 128

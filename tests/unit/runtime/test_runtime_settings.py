@@ -8,7 +8,7 @@ def test_defaults_without_environment(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     settings = RuntimeSettings.from_env()
     assert settings.server.port == 8091
-    assert settings.rerank.method == "minilm-window"
+    assert settings.rerank.method == "blend"
     assert settings.generator.model_id == EXTRACTIVE_MODEL_ID
     assert "not-an-llm" in settings.generator.model_id
     assert settings.embedding.threads >= 1
