@@ -30,6 +30,7 @@ from ragmesh_cli.commands import (
 )
 
 POLL_INTERVAL_S = 0.5
+TRAFFIC_EVERY_S = 10.0
 PROGRESS_LINE_EVERY_S = 10.0
 _USAGE_CODES = {"INVALID_ARGUMENT", "NOT_FOUND"}
 _UNAVAILABLE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RUNTIME_ERROR"}
@@ -101,13 +102,34 @@ class IndexerClient:
         from ragmesh_common.errors import RagmeshError
         from ragmesh_common.rpc.client import unary
 
+        job = asyncio.create_task(unary(getattr(self.stub, method), request, timeout=timeout or self.timeout,
+                                        peer="indexer"))
         try:
-            return await unary(getattr(self.stub, method), request, timeout=timeout or self.timeout, peer="indexer")
+            # A call that runs for minutes (validating a large corpus) must keep traffic on the
+            # connection: the channel's keepalive pings alone, with no data in between, make the
+            # server answer GOAWAY "too_many_pings" after ~90 s and the call fails UNAVAILABLE.
+            while not job.done():
+                await asyncio.wait({job}, timeout=TRAFFIC_EVERY_S)
+                if not job.done():
+                    await self._health()
+            return job.result()
         except RagmeshError as exc:
             err(f"{exc.code.value}: {exc.message}")
             code = exc.code.value
             raise IndexerFailed(EXIT_UNAVAILABLE if code in _UNAVAILABLE_CODES else
                                 EXIT_USAGE if code in _USAGE_CODES else EXIT_FAIL) from None
+        finally:
+            if not job.done():
+                job.cancel()
+
+    async def _health(self) -> None:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        try:
+            await health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(service=""),
+                                                                  timeout=5)
+        except Exception:  # noqa: BLE001 - only traffic; the call itself reports a dead indexer
+            pass
 
     async def build(self, request, *, label: str, stream: TextIO | None = None):
         """Build, drawing the Status RPC's progress of this build until the reply arrives."""
@@ -337,7 +359,8 @@ def register(sub, index_sub) -> None:
         p.add_argument("--source-url", default="")
         p.add_argument("--include", action="append", default=[], metavar="GLOB")
         p.add_argument("--exclude", action="append", default=[], metavar="GLOB")
-        p.set_defaults(func=func)
+        # No default visibility: a rebuild keeps the registered one (a new corpus gets "public").
+        p.set_defaults(func=func, visibility="")
     d = index_sub.add_parser("diff", help="files and chunks changed between two index versions")
     d.add_argument("--corpus", required=True)
     d.add_argument("--from", dest="from_version", default="", help="default: the active version")

@@ -1,9 +1,11 @@
 """The vector-store port: what the indexer writes and retrieval reads, with no client library in sight.
 
 Adapters: :class:`~ragmesh_common.vectorstore.qdrant.QdrantVectorStore` (qdrant-client, local or
-server) and :class:`~ragmesh_common.vectorstore.grpc_store.GrpcVectorStore` (the retrieval process's
-``ragmesh.v1.VectorStore`` service, for the indexer in the embedded default, where only the retrieval
-process may open the local storage). Failures surface as ``RagmeshError``: ``NOT_FOUND`` for a missing
+server), :class:`~ragmesh_common.vectorstore.edge.EdgeVectorStore` (Qdrant Edge, the engine in-process;
+the embedded default) and :class:`~ragmesh_common.vectorstore.grpc_store.GrpcVectorStore` (the
+retrieval process's ``ragmesh.v1.VectorStore`` service, for the indexer in the embedded default, where
+only the retrieval process may open the storage). tests/unit/vectorstore holds every in-process
+adapter to one contract. Failures surface as ``RagmeshError``: ``NOT_FOUND`` for a missing
 collection, ``UNAVAILABLE`` when the store cannot be reached.
 """
 
@@ -84,7 +86,8 @@ class ScoredHit(msgspec.Struct, frozen=True):
 
 
 class VectorStorePort(abc.ABC):
-    """Async vector store. ``kind`` names the backend for stats ("qdrant-local", "qdrant-server")."""
+    """Async vector store. ``kind`` names the backend for stats ("qdrant-edge", "qdrant-local",
+    "qdrant-server")."""
 
     kind: str = "unknown"
 

@@ -11,8 +11,12 @@ from ragmesh_common.rpc.server import GrpcServer
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 from ragmesh_common.vectorstore.port import VectorStorePort
 from ragmesh_indexer.build import BuildOptions, IndexBuilder
+from ragmesh_indexer.checkpoints import checkpoint_from_env
 from ragmesh_indexer.domain import ChunkingConfig
 from ragmesh_indexer.embedding import ChunkEmbedder
+from ragmesh_indexer.inspection import CorpusInspector
+from ragmesh_indexer.manifests import FileManifestStore
+from ragmesh_indexer.progress import BuildTracker
 from ragmesh_indexer.promotion import Promoter
 from ragmesh_indexer.registry.postgres import PostgresIndexRegistry
 from ragmesh_indexer.servicer import IndexerServicer
@@ -43,27 +47,37 @@ def build_options(settings: IndexerSettings) -> BuildOptions:
                                 max_atomic_chars=max(4000, settings.chunk_max_chars)),
         max_file_bytes=settings.max_file_bytes,
         url_base=settings.url_base,
+        upsert_batch=settings.upsert_batch,
     )
 
 
 async def serve(settings: IndexerSettings) -> None:
     setup_telemetry("indexer")
-    registry = await PostgresIndexRegistry.open(settings.postgres_url)
+    # Normally a no-op; RAGMESH_INDEXER_FAULT_AT makes the process die at a named point (tests).
+    checkpoint = checkpoint_from_env()
+    registry = await PostgresIndexRegistry.open(settings.postgres_url, schema=settings.registry_schema)
     store = open_store(settings)
     tei = TeiClient(settings.embed_url, timeout=180)
     embedder = ChunkEmbedder(tei, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
-    promoter = Promoter(registry, store, retire_after=timedelta(seconds=settings.retire_after_s))
-    servicer = IndexerServicer(registry, IndexBuilder(registry, store, embedder, build_options(settings)),
-                               Validator(registry, store, embedder), promoter)
+    manifests = FileManifestStore(settings.manifest_dir)
+    builder = IndexBuilder(registry, store, embedder, build_options(settings), manifests=manifests,
+                           checkpoint=checkpoint, tracker=BuildTracker(registry))
+    promoter = Promoter(registry, store, retire_after=timedelta(seconds=settings.retire_after_s),
+                        checkpoint=checkpoint)
+    servicer = IndexerServicer(registry, builder, Validator(registry, store, embedder, checkpoint=checkpoint),
+                               promoter, CorpusInspector(registry, manifests, max_file_bytes=settings.max_file_bytes))
+    # Before serving, repair what a dead process may have left: a half-built candidate can never
+    # complete, and an alias may lag a promotion the registry committed.
+    await builder.recover_interrupted()
+    try:
+        await promoter.reconcile_all()
+    except Exception:  # the store may still be starting; every promote and rollback reconciles first
+        log.warning("startup reconcile skipped", exc_info=True)
     host, port = settings.listen.rsplit(":", 1)
     server = GrpcServer("indexer", host=host, port=int(port), metrics_port=settings.metrics_port)
     server.add(indexer_pb2_grpc.add_IndexerServicer_to_server, servicer, "ragmesh.v1.Indexer")
     server.install_signal_handlers()
     await server.start()
-    try:
-        await promoter.reconcile_all()
-    except Exception:  # the store may still be starting; the next move reconciles again
-        log.warning("startup reconcile skipped", exc_info=True)
 
     async def close() -> None:
         await tei.close()

@@ -1,9 +1,14 @@
-"""Building a candidate index version: scan → parse → chunk → embed → write a new collection.
+"""Building a candidate index version: scan → parse → chunk → manifest → embed → write a new collection.
 
 A build never touches what the alias serves: it writes a brand-new collection, and only promotion
 moves the alias. Builds are idempotent by (content hash, config hash), and incremental: a chunk id
 is derived from its content, so a chunk found with the same id in the active collection (same
 embedding model) reuses its stored vector instead of being embedded again.
+
+Order of durable effects, each after the previous one is complete: the manifest file, the
+candidate's registry row, the collection and its points, the candidate's stats. A build that dies
+anywhere leaves a candidate without stats (failed by :meth:`IndexBuilder.recover_interrupted` on the
+next start) or nothing at all; the alias is never involved.
 """
 
 from __future__ import annotations
@@ -16,21 +21,18 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Awaitable, Callable
+
+import msgspec
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_common.index_schema import (
-    ChunkPayload,
-    CollectionMeta,
-    CorpusMeta,
-    alias_name,
-    collection_name,
-)
+from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
-from ragmesh_common.vectorstore.port import SparseVector, StoredPoint, VectorStorePort
+from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.domain import (
     Article,
     ChunkingConfig,
+    FileStatus,
     ScanConfig,
     ScanResult,
     UrlScheme,
@@ -39,26 +41,37 @@ from ragmesh_indexer.domain import (
     scan_corpus,
 )
 from ragmesh_indexer.embedding import ChunkEmbedder
-from ragmesh_indexer.registry import BuildStats, CorpusSpec, IndexRegistry
+from ragmesh_indexer.manifests import (
+    MANIFEST_FORMAT,
+    ManifestCorpus,
+    ManifestFile,
+    ManifestStore,
+    ManifestTotals,
+    MemoryManifestStore,
+    VersionManifest,
+)
+from ragmesh_indexer.progress import BuildTracker
+from ragmesh_indexer.registry import CorpusSpec, IndexRegistry, VersionState
+from ragmesh_indexer.writing import CollectionWriter, embedding_text, lexical_text, payload_for
+
+__all__ = ["BuildOptions", "BuildOutcome", "BuildPlan", "IndexBuilder", "embedding_text", "lexical_text",
+           "payload_for"]
 
 log = logging.getLogger("ragmesh.indexer.build")
-
-UPSERT_BATCH = 256
-# Called at each checkpoint with the stage name; tests use it to kill a build at a chosen point.
-Checkpoint = Callable[[str], Awaitable[None]]
 
 
 @dataclass
 class BuildOutcome:
-    index_version: str
+    index_version: str  # "" for a dry run
     reused_existing: bool
     documents: int
     chunks: int
     embedded: int
     reused_vectors: int
-    state: str
-    scan: ScanResult | None = None
-    files: list = field(default_factory=list)
+    state: str  # the version's state, or "dry-run"
+    content_hash: str = ""
+    dry_run: bool = False
+    files: list[ManifestFile] = field(default_factory=list)
 
 
 @dataclass
@@ -66,136 +79,198 @@ class BuildOptions:
     chunking: ChunkingConfig
     max_file_bytes: int
     url_base: str
+    upsert_batch: int = 256
 
 
-async def _no_checkpoint(stage: str) -> None:
-    return None
+@dataclass
+class BuildPlan:
+    """What a build will write: the scan, the chunked documents and the per-file report."""
+
+    spec: CorpusSpec
+    scan: ScanResult
+    articles: list[Article]
+    chunking: ChunkingConfig
+    files: list[ManifestFile]
+
+    @property
+    def chunks(self) -> int:
+        return sum(len(a.chunks) for a in self.articles)
+
+    @property
+    def content_hash(self) -> str:
+        return self.scan.manifest.corpus_sha256
 
 
 class IndexBuilder:
+    """``manifests`` defaults to an in-memory store, for tests that do not look at manifests."""
+
     def __init__(self, registry: IndexRegistry, store: VectorStorePort, embedder: ChunkEmbedder,
-                 options: BuildOptions, *, checkpoint: Checkpoint = _no_checkpoint) -> None:
+                 options: BuildOptions, *, manifests: ManifestStore | None = None,
+                 checkpoint: Checkpoint = no_checkpoint, tracker: BuildTracker | None = None) -> None:
         self.registry = registry
         self.store = store
         self.embedder = embedder
         self.options = options
+        self.manifests = manifests or MemoryManifestStore()
         self.checkpoint = checkpoint
+        self.tracker = tracker or BuildTracker(registry)
         self.lexical = LexicalEncoder()
 
-    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str) -> BuildOutcome:
-        spec = await self._resolve_spec(spec)
-        root = Path(spec.root)
+    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
+                    dry_run: bool = False) -> BuildOutcome:
+        """Build a candidate; with ``dry_run`` only scan, parse, chunk and report, writing nothing."""
+        spec = await self._resolve_spec(spec, record=not dry_run)
+        self.tracker.begin(spec.id)
+        try:
+            plan = await self.plan(spec)
+            if dry_run:
+                return BuildOutcome("", False, len(plan.articles), plan.chunks, 0, 0, "dry-run",
+                                    plan.content_hash, True, plan.files)
+            return await self._build(plan, force=force, actor=actor, reason=reason)
+        finally:
+            self.tracker.end(spec.id)
+
+    async def plan(self, spec: CorpusSpec) -> BuildPlan:
+        """Scan, parse and chunk; BUILD_FAILED naming every file that should be indexable but
+        yields no text or no chunk."""
+        started = time.perf_counter()
         scan = await asyncio.to_thread(
-            scan_corpus, root,
+            scan_corpus, Path(spec.root),
             ScanConfig(include=list(spec.include) or ["**"], exclude=list(spec.exclude),
                        max_file_bytes=self.options.max_file_bytes),
+            on_file=self._file_hook(spec.id),
         )
         await self.checkpoint("scanned")
-        files = scan.manifest.entries
         require_all_indexable(scan)
+        scanned_s = time.perf_counter() - started
         chunking = self._chunking(spec)
         urls = UrlScheme(base=spec.url_base or self.options.url_base)
-        articles = await asyncio.to_thread(
-            lambda: [chunk_document(doc, corpus=spec.id, config=chunking, urls=urls) for doc in scan.documents]
-        )
+        def chunk_all() -> list[Article]:
+            out = []
+            for doc in scan.documents:
+                out.append(chunk_document(doc, corpus=spec.id, config=chunking, urls=urls))
+                self.tracker.note(spec.id, "chunk", len(out), len(scan.documents))
+            return out
+
+        articles = await asyncio.to_thread(chunk_all)
         await self.checkpoint("chunked")
-        chunks = [c for a in articles for c in a.chunks]
-        if not chunks:
+        per_file = {a.path: len(a.chunks) for a in articles}
+        files = [ManifestFile(path=e.path, status=e.status, size=e.size, raw_sha256=e.raw_sha256,
+                              canonical_sha256=e.canonical_sha256, parser=e.parser, reason=e.reason,
+                              detail=e.detail, warnings=list(e.warnings), chunks=per_file.get(e.path, 0))
+                 for e in scan.manifest.entries]
+        chunkless = [f.path for f in files if f.status == FileStatus.INDEXED and f.chunks == 0]
+        if chunkless:
+            raise RagmeshError(ErrorCode.BUILD_FAILED,
+                               f"{len(chunkless)} file(s) should be indexable but yielded no chunks: "
+                               f"{', '.join(chunkless[:10])}", {"files": chunkless})
+        if not per_file or not sum(per_file.values()):
             raise RagmeshError(ErrorCode.BUILD_FAILED, f"corpus {spec.id} yielded no chunks",
                                {"files": len(files)})
+        log.info("planned", extra={"fields": {"corpus": spec.id, "files": len(files), "documents": len(articles),
+                                               "chunks": sum(per_file.values()), "scan_s": round(scanned_s, 2),
+                                               "chunk_s": round(time.perf_counter() - started - scanned_s, 2)}})
+        return BuildPlan(spec, scan, articles, chunking, files)
+
+    async def _build(self, plan: BuildPlan, *, force: bool, actor: str, reason: str) -> BuildOutcome:
+        spec = plan.spec
         model_id = await self.embedder.model_id()
-        config_hash = self._config_hash(spec, chunking, model_id)
-        content_hash = scan.manifest.corpus_sha256
+        config_hash = self._config_hash(spec, plan.chunking, model_id)
         if not force:
-            existing = await self.registry.find_by_hashes(spec.id, content_hash, config_hash)
-            if existing is not None and (await self.store.get_collection(existing.collection)).exists:
+            existing = await self.registry.find_by_hashes(spec.id, plan.content_hash, config_hash)
+            # A candidate without stats was interrupted before it was complete: never reuse it.
+            if (existing is not None and existing.stats.chunks > 0
+                    and (await self.store.get_collection(existing.collection)).exists):
                 return BuildOutcome(existing.index_version, True, existing.stats.documents, existing.stats.chunks,
-                                    0, 0, existing.state.value, scan, files)
+                                    0, 0, existing.state.value, plan.content_hash, False, plan.files)
 
         index_version = _new_version(config_hash)
         collection = collection_name(spec.id, index_version)
+        await self.manifests.save(_manifest(plan, index_version, config_hash))
+        await self.checkpoint("manifest-written")
         await self.registry.create_candidate(
-            spec.id, index_version, content_hash=content_hash, config_hash=config_hash,
+            spec.id, index_version, content_hash=plan.content_hash, config_hash=config_hash,
             collection=collection, actor=actor, reason=reason,
         )
+        await self.checkpoint("candidate-created")
+        writer = CollectionWriter(self.store, self.embedder, self.lexical, tracker=self.tracker,
+                                  checkpoint=self.checkpoint, upsert_batch=self.options.upsert_batch)
         try:
-            outcome = await self._write(spec, articles, index_version, collection, model_id, scan)
+            stats = await writer.write(spec, plan.articles, index_version, collection, model_id)
+            await self.registry.set_stats(spec.id, index_version, stats)
+            await self.tracker.report(spec.id, index_version, "built", stats.chunks, stats.chunks)
+            await self.checkpoint("built")
         except BaseException as exc:
-            # A killed or failed build leaves a failed candidate; its collection may be partial,
-            # but no alias points at it and retirement deletes it later.
-            if not isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
-                await self.registry.mark_failed(spec.id, index_version, {"error": _safe(exc)},
-                                                actor=actor, reason="build failed")
+            # A failed build leaves a failed candidate; its collection may be partial, but no alias
+            # points at it and retirement deletes it later.
+            if not isinstance(exc, KeyboardInterrupt):
+                await self._fail(spec.id, index_version, exc, actor)
             raise
-        outcome.files = files
-        return outcome
+        return BuildOutcome(index_version, False, stats.documents, stats.chunks, stats.embedded, stats.reused,
+                            VersionState.CANDIDATE.value, plan.content_hash, False, plan.files)
 
-    async def _write(self, spec: CorpusSpec, articles: list[Article], index_version: str, collection: str,
-                     model_id: str, scan: ScanResult) -> BuildOutcome:
-        chunks = [(a, c) for a in articles for c in a.chunks]
-        parents = {p.parent_id: p for a in articles for p in a.parents}
-        total = len(chunks)
-        reused = await self._reusable_vectors(spec.id, model_id, [c.chunk_id for _, c in chunks])
-        await self.checkpoint("reuse-resolved")
-        todo = [(a, c) for a, c in chunks if c.chunk_id not in reused]
+    async def recover_interrupted(self, *, actor: str = "indexer") -> list[str]:
+        """Fail the candidates a dead process left half-built (no stats recorded); run at start-up,
+        before serving. Assumes one indexer per registry schema: another live indexer's running
+        build would be failed too."""
+        failed = []
+        for corpus in await self.registry.list_corpora():
+            for version in await self.registry.list_versions(corpus.id):
+                if version.state == VersionState.CANDIDATE and version.stats.chunks == 0:
+                    await self.registry.mark_failed(corpus.id, version.index_version,
+                                                    {"error": "build interrupted"}, actor=actor,
+                                                    reason="build interrupted")
+                    failed.append(f"{corpus.id}/{version.index_version}")
+        if failed:
+            log.warning("interrupted builds failed", extra={"fields": {"versions": failed}})
+        return failed
 
-        async def progress(done: int) -> None:
-            await self.registry.set_progress(spec.id, index_version, stage="embed", done=done, total=len(todo))
+    async def _fail(self, corpus: str, index_version: str, exc: BaseException, actor: str) -> None:
+        try:
+            await asyncio.shield(self.registry.mark_failed(
+                corpus, index_version, {"error": _safe(exc)}, actor=actor,
+                reason="build cancelled" if isinstance(exc, asyncio.CancelledError) else "build failed"))
+        except Exception:  # noqa: BLE001 - the original error matters more; start-up recovery retries
+            log.warning("could not mark the build failed", exc_info=True)
 
-        started = time.perf_counter()
-        vectors = await self.embedder.embed([embedding_text(a, c) for a, c in todo], progress)
-        await self.checkpoint("embedded")
-        dense = dict(reused)
-        dense.update({c.chunk_id: v for (_, c), v in zip(todo, vectors)})
-        sparse, avg_len = await asyncio.to_thread(self.lexical.encode_documents, [lexical_text(a, c) for a, c in chunks])
-        dim = len(next(iter(dense.values())))
-        meta = CollectionMeta(
-            index_version=index_version,
-            corpus=CorpusMeta(corpus=spec.id, library=spec.library, version=spec.version,
-                              visibility=spec.visibility, license=spec.license, source_url=spec.source_url,
-                              root=spec.root),
-            embedding_model=model_id, vector_size=dim, lexical_version=self.lexical.version,
-            lexical_config=self.lexical.config_dict(), avg_len=avg_len,
-            documents=len(articles), chunks=total,
-        )
-        await self.store.create_collection(collection, dim, meta)
-        await self.checkpoint("collection-created")
-        for start in range(0, total, UPSERT_BATCH):
-            batch = chunks[start:start + UPSERT_BATCH]
-            points = [
-                StoredPoint(id=c.chunk_id, payload=payload_for(spec, a, c, parents.get(c.parent_id)),
-                            dense=dense[c.chunk_id], sparse=SparseVector(s.indices, s.values))
-                for (a, c), s in zip(batch, sparse[start:start + UPSERT_BATCH])
-            ]
-            await self.store.upsert(collection, points)
-            await self.registry.set_progress(spec.id, index_version, stage="upsert",
-                                             done=min(start + UPSERT_BATCH, total), total=total)
-            await self.checkpoint("upserted-batch")
-        stats = BuildStats(documents=len(articles), chunks=total, embedded=len(todo), reused=len(reused))
-        await self.registry.set_stats(spec.id, index_version, stats)
-        log.info("built", extra={"fields": {"corpus": spec.id, "index_version": index_version, "chunks": total,
-                                             "embedded": len(todo), "reused": len(reused),
-                                             "seconds": round(time.perf_counter() - started, 2)}})
-        return BuildOutcome(index_version, False, len(articles), total, len(todo), len(reused), "candidate", scan)
+    def _file_hook(self, corpus: str):
+        """Called on the scan's worker thread after each file: progress, and the per-file checkpoint
+        (run on the event loop, so an injected fault or test kill happens mid-scan)."""
+        loop = asyncio.get_running_loop()
+        checkpoint = self.checkpoint
 
-    async def _resolve_spec(self, spec: CorpusSpec) -> CorpusSpec:
-        if not spec.root:
-            try:
-                known = await self.registry.get_corpus(spec.id)
-            except RagmeshError:
-                raise RagmeshError(ErrorCode.INVALID_ARGUMENT,
-                                   f"corpus {spec.id} is unknown; give its source folder") from None
+        def on_file(done: int, total: int) -> None:
+            self.tracker.note(corpus, "scan", done, total)
+            if checkpoint is not no_checkpoint:
+                asyncio.run_coroutine_threadsafe(checkpoint("parsed-file"), loop).result(timeout=60)
+
+        return on_file
+
+    async def _resolve_spec(self, spec: CorpusSpec, *, record: bool) -> CorpusSpec:
+        """The request's description of the corpus; fields it leaves empty keep the registered
+        value (a rebuild need not repeat the license), and without a root it is the registered one."""
+        try:
+            known = await self.registry.get_corpus(spec.id)
+        except RagmeshError as exc:
+            if exc.code != ErrorCode.NOT_FOUND:
+                raise
+            known = None
+        if not spec.root and known is None:
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"corpus {spec.id} is unknown; give its source folder")
+        if known is not None and not spec.root:
             spec = CorpusSpec(**{f: getattr(known, f) for f in CorpusSpec.__struct_fields__})
-        root = Path(spec.root)
-        if not root.is_dir():
+        elif known is not None:
+            spec = CorpusSpec(**{f: getattr(spec, f) or getattr(known, f) for f in CorpusSpec.__struct_fields__})
+        if not spec.visibility:
+            spec = msgspec.structs.replace(spec, visibility="public")
+        if not Path(spec.root).is_dir():
             raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"corpus root for {spec.id} is not a folder")
-        await self.registry.upsert_corpus(spec)
+        if record:
+            await self.registry.upsert_corpus(spec)
         return spec
 
     def _chunking(self, spec: CorpusSpec) -> ChunkingConfig:
         if spec.chunking and spec.chunking != self.options.chunking.strategy:
-            import msgspec
-
             return msgspec.structs.replace(self.options.chunking, strategy=spec.chunking)
         return self.options.chunking
 
@@ -208,43 +283,21 @@ class IndexBuilder:
         }
         return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
-    async def _reusable_vectors(self, corpus: str, model_id: str, ids: list[str]) -> dict[str, list[float]]:
-        """Vectors of unchanged chunks, read from the collection the alias serves now."""
-        active = await self.store.get_collection(alias_name(corpus))
-        if not active.exists or active.metadata is None or active.metadata.embedding_model != model_id:
-            return {}
-        source = collection_name(corpus, active.metadata.index_version)
-        found: dict[str, list[float]] = {}
-        for start in range(0, len(ids), UPSERT_BATCH):
-            points, _ = await self.store.scroll(source, ids=ids[start:start + UPSERT_BATCH], with_vectors=True,
-                                                limit=UPSERT_BATCH)
-            found.update({p.id: p.dense for p in points if p.dense})
-        return found
 
-
-def embedding_text(article: Article, chunk) -> str:
-    """The chunk as the embedder sees it: its title and heading path give it context."""
-    context = " > ".join([t for t in [article.title, *chunk.heading_path] if t])
-    return f"{context}\n{chunk.text}" if context and context not in chunk.text[: len(context) + 4] else chunk.text
-
-
-def lexical_text(article: Article, chunk) -> str:
-    return f"{article.title}\n{chunk.text}" if article.title else chunk.text
-
-
-def payload_for(spec: CorpusSpec, article: Article, chunk, parent) -> dict:
-    payload = ChunkPayload(
-        chunk_id=chunk.chunk_id, parent_id=chunk.parent_id, doc_id=chunk.doc_id, corpus=spec.id,
-        library=spec.library, version=spec.version, title=chunk.title or article.title,
-        heading_path=list(chunk.heading_path), url=chunk.url, quote=chunk.text, source_path=chunk.path,
-        line_start=chunk.line_start, line_end=chunk.line_end, page=chunk.page,
-        parent_content=parent.text if parent is not None else "", tags=list(chunk.tags),
-        download_path=f"/api/rag/v1/files/{spec.id}/{chunk.path}", content_sha256=chunk.content_sha256,
-        strategy=chunk.strategy,
+def _manifest(plan: BuildPlan, index_version: str, config_hash: str) -> VersionManifest:
+    spec = plan.spec
+    by_status = {s: sum(1 for f in plan.files if f.status == s) for s in FileStatus}
+    return VersionManifest(
+        format=MANIFEST_FORMAT, corpus_id=spec.id, index_version=index_version,
+        created_at=datetime.now(timezone.utc), content_hash=plan.content_hash, config_hash=config_hash,
+        corpus=ManifestCorpus(library=spec.library, version=spec.version, root=spec.root,
+                              include=list(spec.include), exclude=list(spec.exclude), visibility=spec.visibility,
+                              license=spec.license, source_url=spec.source_url),
+        totals=ManifestTotals(files=len(plan.files), indexed=by_status[FileStatus.INDEXED],
+                              archived=by_status[FileStatus.ARCHIVED], failed=by_status[FileStatus.FAILED],
+                              documents=len(plan.articles), chunks=plan.chunks),
+        files=plan.files,
     )
-    import msgspec
-
-    return msgspec.to_builtins(payload)
 
 
 def _new_version(config_hash: str) -> str:

@@ -16,30 +16,38 @@ from datetime import timedelta
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import alias_name
 from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.registry import IndexRegistry, PromotionResult, VersionState
 
 log = logging.getLogger("ragmesh.indexer.promotion")
 
 
 class Promoter:
-    def __init__(self, registry: IndexRegistry, store: VectorStorePort, *, retire_after: timedelta) -> None:
+    def __init__(self, registry: IndexRegistry, store: VectorStorePort, *, retire_after: timedelta,
+                 checkpoint: Checkpoint = no_checkpoint) -> None:
         self.registry = registry
         self.store = store
         self.retire_after = retire_after
+        self.checkpoint = checkpoint
 
     async def promote(self, corpus: str, index_version: str, *, actor: str, reason: str) -> PromotionResult:
         await self.reconcile(corpus)
         version = await self.registry.get_version(corpus, index_version)
         if version.state == VersionState.ACTIVE:
             return PromotionResult(corpus=corpus, active=index_version, previous=None, changed=False)
-        if version.state != VersionState.VALIDATED:
+        # The previous version passed its gates when it was promoted before: promoting it again is a
+        # roll-forward (ci rebuilding content that was rolled back lands here).
+        if version.state not in (VersionState.VALIDATED, VersionState.PREVIOUS):
             raise RagmeshError(ErrorCode.CONFLICT,
                                f"{index_version} is {version.state.value}; only validated versions are promoted")
         info = await self.store.get_collection(version.collection)
         if not info.exists or info.points != version.stats.chunks:
             raise RagmeshError(ErrorCode.CONFLICT, f"collection of {index_version} is missing or incomplete")
+        await self.checkpoint("promote-start")
         result = await self.registry.promote(corpus, index_version, actor=actor, reason=reason)
+        await self.checkpoint("promote-committed")
         await self.store.set_alias(alias_name(corpus), version.collection)
+        await self.checkpoint("promote-aliased")
         log.info("promoted", extra={"fields": {"corpus": corpus, "active": result.active,
                                                 "previous": result.previous}})
         await self.retire(corpus, actor=actor)
@@ -48,6 +56,7 @@ class Promoter:
     async def rollback(self, corpus: str, *, actor: str, reason: str) -> PromotionResult:
         await self.reconcile(corpus)
         result = await self.registry.rollback(corpus, actor=actor, reason=reason)
+        await self.checkpoint("rollback-committed")
         active = await self.registry.get_version(corpus, result.active)
         await self.store.set_alias(alias_name(corpus), active.collection)
         log.info("rolled back", extra={"fields": {"corpus": corpus, "active": result.active}})
@@ -67,8 +76,23 @@ class Promoter:
         return True
 
     async def reconcile_all(self) -> None:
+        """Start-up repair: every alias follows the registry, and no retired version keeps a collection."""
+        collections = set(await self.store.list_collections())
         for corpus in await self.registry.list_corpora():
             await self.reconcile(corpus.id)
+            await self.sweep(corpus.id, collections)
+
+    async def sweep(self, corpus: str, collections: set[str]) -> list[str]:
+        """Delete collections of retired versions: retirement marks the registry first and deletes
+        after, so a crash in between leaves a collection nothing can reach any more."""
+        removed = []
+        for version in await self.registry.list_versions(corpus):
+            if version.state == VersionState.RETIRED and version.collection in collections:
+                await self.store.delete_collection(version.collection)
+                removed.append(version.collection)
+        if removed:
+            log.warning("retired collections removed", extra={"fields": {"corpus": corpus, "collections": removed}})
+        return removed
 
     async def retire(self, corpus: str, *, actor: str) -> list[str]:
         """Delete collections of versions superseded long enough ago (never active/previous)."""

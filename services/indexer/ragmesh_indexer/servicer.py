@@ -7,6 +7,8 @@ import asyncio
 from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_indexer.build import IndexBuilder
+from ragmesh_indexer.inspection import CorpusInspector
+from ragmesh_indexer.manifests import FileChange, ManifestFile
 from ragmesh_indexer.promotion import Promoter
 from ragmesh_indexer.registry import CorpusSpec, IndexRegistry
 from ragmesh_indexer.validation import Validator
@@ -21,18 +23,19 @@ def spec_from_proto(msg: indexer_pb2.CorpusSpec) -> CorpusSpec:
     version = msg.version or (msg.corpus.split("@", 1)[1] if "@" in msg.corpus else "main")
     return CorpusSpec(
         id=msg.corpus, library=library, version=version, root=msg.root, include=list(msg.include),
-        exclude=list(msg.exclude), visibility=msg.visibility or "public", license=msg.license,
+        exclude=list(msg.exclude), visibility=msg.visibility, license=msg.license,
         source_url=msg.source_url, url_base=msg.url_base, chunking=msg.chunking,
     )
 
 
 class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     def __init__(self, registry: IndexRegistry, builder: IndexBuilder, validator: Validator,
-                 promoter: Promoter) -> None:
+                 promoter: Promoter, inspector: CorpusInspector) -> None:
         self.registry = registry
         self.builder = builder
         self.validator = validator
         self.promoter = promoter
+        self.inspector = inspector
         # One build per corpus at a time; builds of different corpora run side by side.
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -43,12 +46,11 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         spec = spec_from_proto(request.corpus)
         async with self._lock(spec.id):
             out = await self.builder.build(spec, force=request.force, actor=request.actor or "unknown",
-                                           reason=request.reason)
+                                           reason=request.reason, dry_run=request.dry_run)
         return indexer_pb2.BuildResponse(
             index_version=out.index_version, reused_existing=out.reused_existing, documents=out.documents,
             chunks=out.chunks, embedded=out.embedded, reused_vectors=out.reused_vectors, state=out.state,
-            files=[indexer_pb2.FileReport(path=e.path, status=e.status, reason=e.reason, parser=e.parser)
-                   for e in out.files],
+            files=[_file_report(f) for f in out.files], dry_run=out.dry_run, content_hash=out.content_hash,
         )
 
     async def Validate(self, request, context):
@@ -78,19 +80,59 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
 
     async def Status(self, request, context):
         _require(request.corpus, "corpus")
-        await self.registry.get_corpus(request.corpus)
+        live = self.builder.tracker.get(request.corpus)
+        if live is None:  # a corpus being added (or dry-run) has no registry row yet
+            await self.registry.get_corpus(request.corpus)
         versions = await self.registry.list_versions(request.corpus)
         active = next((v.index_version for v in versions if v.state.value == "active"), "")
-        progress = await self.registry.get_progress(request.corpus)
+        # This process's running build first (it may have no version yet), then builds other
+        # processes recorded in the registry; finished candidates ("built") await validation.
+        in_progress = []
+        if live is not None:
+            in_progress.append(indexer_pb2.BuildProgress(index_version=live.index_version, stage=live.stage,
+                                                         done=live.done, total=live.total))
+        for p in await self.registry.get_progress(request.corpus):
+            if p.stage != "built" and (live is None or p.index_version != live.index_version):
+                in_progress.append(indexer_pb2.BuildProgress(index_version=p.index_version, stage=p.stage,
+                                                             done=p.done, total=p.total))
         return indexer_pb2.StatusResponse(
             corpus=request.corpus, active_version=active,
             versions=[indexer_pb2.VersionInfo(
                 index_version=v.index_version, state=v.state.value, created_at=v.created_at.isoformat(),
                 actor=v.created_by, reason=v.reason, chunks=v.stats.chunks, documents=v.stats.documents)
                 for v in versions],
-            in_progress=[indexer_pb2.BuildProgress(index_version=p.index_version, stage=p.stage, done=p.done,
-                                                   total=p.total) for p in progress],
+            in_progress=in_progress,
         )
+
+    async def Diff(self, request, context):
+        _require(request.corpus, "corpus")
+        found = await self.inspector.diff(request.corpus, request.from_version, request.to_version)
+        return indexer_pb2.DiffResponse(
+            corpus=request.corpus, from_version=found.before.index_version, to_version=found.after.index_version,
+            files=[_change(c) for c in found.diff.changes], unchanged=found.diff.unchanged,
+            from_chunks=found.before.totals.chunks, to_chunks=found.after.totals.chunks,
+            from_documents=found.before.totals.documents, to_documents=found.after.totals.documents,
+        )
+
+    async def Verify(self, request, context):
+        _require(request.corpus, "corpus")
+        found = await self.inspector.verify(request.corpus)
+        return indexer_pb2.VerifyResponse(corpus=request.corpus, index_version=found.index_version, ok=found.ok,
+                                          checked=found.checked, drift=[_change(c) for c in found.diff.changes])
+
+
+def _file_report(f: ManifestFile) -> indexer_pb2.FileReport:
+    return indexer_pb2.FileReport(path=f.path, status=f.status, reason=f.reason, parser=f.parser, chunks=f.chunks,
+                                  detail=f.detail, warnings=list(f.warnings))
+
+
+def _change(c: FileChange) -> indexer_pb2.FileChange:
+    a, b = c.before, c.after
+    return indexer_pb2.FileChange(
+        path=c.path, change=c.change, from_sha256=a.raw_sha256 if a else "", to_sha256=b.raw_sha256 if b else "",
+        from_chunks=a.chunks if a else 0, to_chunks=b.chunks if b else 0,
+        from_status=a.status if a else "", to_status=b.status if b else "",
+    )
 
 
 def _promotion(result) -> indexer_pb2.PromoteResponse:

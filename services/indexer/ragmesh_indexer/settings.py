@@ -13,11 +13,14 @@ class IndexerSettings(msgspec.Struct, frozen=True):
     listen: str
     metrics_port: int
     postgres_url: str
+    # One indexer (one writer) per schema; tests and benches run isolated indexers on their own.
+    registry_schema: str
     qdrant_url: str
     retrieval_addr: str
     embed_url: str
     embed_batch: int
     embed_concurrency: int
+    upsert_batch: int
     max_file_bytes: int
     chunking: str
     chunk_max_chars: int
@@ -25,6 +28,8 @@ class IndexerSettings(msgspec.Struct, frozen=True):
     url_base: str
     retire_after_s: int
     state_dir: str
+    # Where each version's manifest is written (<manifest_dir>/<corpus>/<index_version>.json).
+    manifest_dir: str
 
     @classmethod
     def from_env(cls, port: int | None = None) -> "IndexerSettings":
@@ -36,11 +41,13 @@ class IndexerSettings(msgspec.Struct, frozen=True):
             metrics_port=env_int("RAGMESH_INDEXER_METRICS_PORT", METRICS_PORTS["indexer"]),
             postgres_url=env_str("RAGMESH_POSTGRES_URL", required=True,
                                  why="the indexer keeps its version registry in PostgreSQL"),
+            registry_schema=env_str("RAGMESH_INDEXER_PG_SCHEMA", "indexer"),
             qdrant_url=env_str("RAGMESH_QDRANT_URL", ""),
             retrieval_addr=addr("retrieval"),
             embed_url=env_str("RAGMESH_EMBED_URL", "http://127.0.0.1:8091"),
             embed_batch=env_int("RAGMESH_INDEXER_EMBED_BATCH", 32),
             embed_concurrency=env_int("RAGMESH_INDEXER_EMBED_CONCURRENCY", 2),
+            upsert_batch=env_int("RAGMESH_INDEXER_UPSERT_BATCH", 256),
             max_file_bytes=env_int("RAGMESH_INDEXER_MAX_FILE_BYTES", 5 * 1024 * 1024),
             chunking=env_str("RAGMESH_INDEXER_CHUNKING", "heading"),
             chunk_max_chars=env_int("RAGMESH_INDEXER_CHUNK_MAX_CHARS", 1200),
@@ -48,6 +55,7 @@ class IndexerSettings(msgspec.Struct, frozen=True):
             url_base=env_str("RAGMESH_URL_BASE", ""),
             retire_after_s=env_int("RAGMESH_INDEXER_RETIRE_AFTER_S", 24 * 3600),
             state_dir=str(state_dir()),
+            manifest_dir=env_str("RAGMESH_INDEXER_MANIFEST_DIR", "") or str(state_dir() / "manifests"),
         )
 
 

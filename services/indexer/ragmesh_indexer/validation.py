@@ -8,6 +8,9 @@
    of the candidate itself, through the same hybrid query retrieval runs.
 
 A failing gate leaves the candidate unpromoted (state ``failed``) with the report in the registry.
+Validating a version that already serves (``active``) or served (``previous``) changes nothing and
+returns the report recorded when it passed, so rerunning ``ragmesh index ci`` on unchanged content
+succeeds.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, VectorStorePort
+from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.domain import QuoteLocator
 from ragmesh_indexer.embedding import ChunkEmbedder
 from ragmesh_indexer.registry import IndexRegistry, VersionState
@@ -41,13 +45,17 @@ class Gate:
 
 
 class Validator:
-    def __init__(self, registry: IndexRegistry, store: VectorStorePort, embedder: ChunkEmbedder) -> None:
+    def __init__(self, registry: IndexRegistry, store: VectorStorePort, embedder: ChunkEmbedder, *,
+                 checkpoint: Checkpoint = no_checkpoint) -> None:
         self.registry = registry
         self.store = store
         self.embedder = embedder
+        self.checkpoint = checkpoint
 
     async def validate(self, corpus: str, index_version: str, *, actor: str = "indexer") -> tuple[bool, list[Gate]]:
         version = await self.registry.get_version(corpus, index_version)
+        if version.state in (VersionState.ACTIVE, VersionState.PREVIOUS):
+            return True, _recorded(version.validation)
         if version.state not in (VersionState.CANDIDATE, VersionState.VALIDATED):
             raise RagmeshError(ErrorCode.CONFLICT, f"{index_version} is {version.state.value}; only candidates validate")
         spec = await self.registry.get_corpus(corpus)
@@ -70,6 +78,7 @@ class Validator:
             gates.append(await self._probes(corpus, collection, Path(spec.root), info.metadata.lexical_config))
         passed = all(g.passed for g in gates if g.blocking)
         report: dict[str, Any] = {"passed": passed, "gates": [g.__dict__ for g in gates]}
+        await self.checkpoint("validated-gates")
         if passed:
             await self.registry.mark_validated(corpus, index_version, report, actor=actor)
         else:
@@ -121,6 +130,13 @@ class Validator:
                     + (f"; {'; '.join(failures[:3])}" if failures else ""))
 
 
+def _recorded(report: dict[str, Any] | None) -> list[Gate]:
+    gates = (report or {}).get("gates") or []
+    recorded = [Gate(g.get("gate", ""), bool(g.get("passed")), f"recorded: {g.get('detail', '')}",
+                     bool(g.get("blocking", True))) for g in gates if isinstance(g, dict)]
+    return recorded or [Gate("recorded", True, "promoted before gates were recorded")]
+
+
 def _sparse(vector):
     from ragmesh_common.vectorstore.port import SparseVector
 
@@ -149,8 +165,13 @@ def _read_probes(root: Path) -> list[dict]:
 def _links(root: Path) -> Gate:
     broken = []
     total = 0
+    real_root = root.resolve()
     for md in sorted(root.rglob("*.md")):
         if any(part.startswith(".") for part in md.relative_to(root).parts):
+            continue
+        # Only regular files inside the root: opening a FIFO blocks forever, and a symlink leaving
+        # the root is not corpus content (the scan archived both).
+        if not md.is_file() or not md.resolve().is_relative_to(real_root):
             continue
         try:
             text = md.read_text(encoding="utf-8")

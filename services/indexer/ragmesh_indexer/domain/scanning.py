@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -46,19 +46,42 @@ class ScanConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     include_hidden: bool = False
 
 
-def scan_corpus(root: str | Path, config: ScanConfig | None = None) -> ScanResult:
+# Told (files done, files selected) after each file; the indexer reports progress and checkpoints here.
+FileProgress = Callable[[int, int], None]
+
+
+def scan_corpus(
+    root: str | Path, config: ScanConfig | None = None, *, on_file: FileProgress | None = None
+) -> ScanResult:
     """Scan and parse every selected file. CPU- and IO-bound: call it from a worker thread."""
     entries: list[ManifestEntry] = []
     documents: list[ParsedDocument] = []
-    for entry, document in iter_corpus(root, config):
+    config = config or ScanConfig()
+    base = Path(root)
+    paths = select_paths(base, config)
+    real_root = base.resolve()
+    for done, rel in enumerate(paths, start=1):
+        entry, document = _classify(base, real_root, rel, config)
         entries.append(entry)
         if document is not None:
             documents.append(document)
+        if on_file is not None:
+            on_file(done, len(paths))
     errors = [FileIssue(e.path, e.reason, e.detail) for e in entries if e.status == FileStatus.FAILED]
     warnings = [FileIssue(e.path, *w.partition(": ")[::2]) for e in entries for w in e.warnings]
     return ScanResult(
         manifest=build_manifest(str(root), entries), documents=documents, errors=errors, warnings=warnings
     )
+
+
+def select_paths(root: str | Path, config: ScanConfig | None = None) -> list[str]:
+    """The relative POSIX paths the patterns select under ``root``, sorted; nothing is read."""
+    config = config or ScanConfig()
+    base = Path(root)
+    if not base.is_dir():
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "corpus root is not a readable directory")
+    selector = PathFilter(config.include, config.exclude)
+    return sorted(_selected_paths(base, selector, config.include_hidden))
 
 
 def iter_corpus(
@@ -67,11 +90,9 @@ def iter_corpus(
     """Yield (entry, parsed document or None) per selected file, in path order, one at a time."""
     config = config or ScanConfig()
     base = Path(root)
-    if not base.is_dir():
-        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "corpus root is not a readable directory")
+    paths = select_paths(base, config)
     real_root = base.resolve()
-    selector = PathFilter(config.include, config.exclude)
-    for rel in sorted(_selected_paths(base, selector, config.include_hidden)):
+    for rel in paths:
         yield _classify(base, real_root, rel, config)
 
 

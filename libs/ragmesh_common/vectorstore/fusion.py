@@ -1,0 +1,26 @@
+"""Score arithmetic shared by adapters that fuse outside the engine, written to give the very floats
+qdrant-client's local mode gives (its ``reciprocal_rank_fusion`` and QdrantVectorStore's cosine)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ragmesh_common.vectorstore.port import rank_score
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rrf_k: int, limit: int) -> list[tuple[str, float]]:
+    """(id, fused score), best first. Ties keep first-seen order (the first ranking's ids first),
+    as qdrant-client's stable sort does."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, point_id in enumerate(ranking):
+            scores[point_id] = scores.get(point_id, 0.0) + rank_score(rank, rrf_k)
+    return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    return float(va @ vb) / norm if norm else 0.0
