@@ -8,7 +8,7 @@ file under the root, one shard folder per collection.
 Semantics are QdrantVectorStore's over local mode, float for float where the port exposes scores:
 
 - dense search is exact (``SearchParams(exact=True)``, no HNSW is ever built), as local mode's
-  brute force is; in Rust that costs ~2 ms at 12k points of 384 dims and ~10 ms at 50k;
+  brute force is; in Rust that costs ~2-3 ms at 12k points of 384 dims and ~10 ms at 50k;
 - hybrid: the dense and the BM25 candidate lists (each with the full filter) come from one
   ``query_batch``; RRF runs here with qdrant-client's formula and tie order, so ``fused`` equals
   local mode's; ``dense`` is the cosine recomputed from the stored vector, as QdrantVectorStore does;
