@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -14,6 +16,9 @@ from ragmesh_common.rpc.server import GrpcServer
 
 class Broken(rerank_pb2_grpc.RerankServicer, generation_pb2_grpc.GenerationServicer):
     async def Rerank(self, request, context):
+        if request.query == "slow":
+            await asyncio.sleep(float(request.top_n))
+            return rerank_pb2.RerankResponse(model_id="slow")
         if request.query == "bad":
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "query is empty", {"field": "query"})
         raise ValueError("secret internal detail")
@@ -80,3 +85,13 @@ async def test_health_and_deadline(target: str) -> None:
             await unary(rerank_pb2_grpc.RerankStub(channel).Rerank, rerank_pb2.RerankRequest(query="q"),
                         timeout=1, peer="rerank")
         assert exc.value.code in (ErrorCode.UNAVAILABLE, ErrorCode.DEADLINE_EXCEEDED)
+
+
+async def test_long_quiet_call_survives_client_keepalive_pings(target: str) -> None:
+    """A client pinging often (as open_channel does every 30 s) must not get a long call dropped."""
+    options = [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
+               ("grpc.http2.max_pings_without_data", 0)]
+    async with grpc.aio.insecure_channel(target, options=options) as channel:
+        reply = await rerank_pb2_grpc.RerankStub(channel).Rerank(
+            rerank_pb2.RerankRequest(query="slow", top_n=6), timeout=30)
+        assert reply.model_id == "slow"
