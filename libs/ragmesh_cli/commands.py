@@ -203,45 +203,6 @@ def _pb_json(message) -> dict:
     return MessageToDict(message, preserving_proto_field_name=True)
 
 
-def cmd_index_build(args) -> int:
-    from ragmesh.v1 import indexer_pb2
-
-    reply = _indexer_call(args, "Build", indexer_pb2.BuildRequest(
-        corpus=corpus_spec(args), force=args.force, actor=_actor(), reason=args.reason))
-    emit(_pb_json(reply))
-    return EXIT_OK
-
-
-def cmd_index_ci(args) -> int:
-    """build -> validate -> promote; non-zero exit on any failure."""
-    from ragmesh.v1 import indexer_pb2
-
-    spec = corpus_spec(args)
-    built = _indexer_call(args, "Build", indexer_pb2.BuildRequest(
-        corpus=spec, force=args.force, actor=_actor(), reason=args.reason or "ci"))
-    err(f"built {built.index_version}: {built.documents} documents, {built.chunks} chunks "
-        f"({built.embedded} embedded, {built.reused_vectors} reused){' [unchanged]' if built.reused_existing else ''}")
-    if built.reused_existing and built.state == "active":
-        emit({"build": _pb_json(built), "promoted": False, "unchanged": True})
-        return EXIT_OK
-    if built.reused_existing and built.state == "validated":
-        promoted = _indexer_call(args, "Promote", indexer_pb2.PromoteRequest(
-            corpus=spec.corpus, index_version=built.index_version, actor=_actor(), reason=args.reason or "ci"))
-        emit({"build": _pb_json(built), "promote": _pb_json(promoted)})
-        return EXIT_OK
-    report = _indexer_call(args, "Validate", indexer_pb2.ValidateRequest(
-        corpus=spec.corpus, index_version=built.index_version))
-    for gate in report.gates:
-        err(f"gate {gate.gate}: {'pass' if gate.passed else 'FAIL'} {gate.detail}")
-    if not report.passed:
-        emit({"build": _pb_json(built), "validation": _pb_json(report), "promoted": False})
-        return EXIT_FAIL
-    promoted = _indexer_call(args, "Promote", indexer_pb2.PromoteRequest(
-        corpus=spec.corpus, index_version=built.index_version, actor=_actor(), reason=args.reason or "ci"))
-    emit({"build": _pb_json(built), "validation": _pb_json(report), "promote": _pb_json(promoted)})
-    return EXIT_OK
-
-
 def cmd_index_validate(args) -> int:
     from ragmesh.v1 import indexer_pb2
 
@@ -283,6 +244,7 @@ def _actor() -> str:
 # ---------------------------------------------------------------- up
 
 def cmd_up(args) -> int:
+    from ragmesh_cli import corpus_commands  # imports this module: import here, not at the top
     from ragmesh_common import infra
 
     state = Path(args.state_dir or os.environ.get("RAGMESH_STATE_DIR") or ".ragmesh-state").resolve()
@@ -304,7 +266,7 @@ def cmd_up(args) -> int:
             ns = argparse_namespace(corpus=folder, source=folder, library=args.library, version="",
                                     visibility="public", force=False, reason="ragmesh up",
                                     addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
-            if cmd_index_ci(ns) != EXIT_OK:
+            if corpus_commands.cmd_index_ci(ns) != EXIT_OK:
                 err(f"indexing {folder} failed")
                 return EXIT_FAIL
         _wait_ready(mesh.gateway_url, timeout=60)

@@ -69,8 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         b.add_argument("--visibility", default="public", choices=["public", "internal"])
         b.add_argument("--force", action="store_true")
         b.add_argument("--reason", default="")
-        _grpc_options(b)
-        b.set_defaults(func=commands.cmd_index_build if name == "build" else commands.cmd_index_ci)
+        _grpc_options(b)  # corpus_commands.register adds the rest and the handler
     for name in ("validate", "promote"):
         v = isub.add_parser(name)
         v.add_argument("--corpus", required=True)
