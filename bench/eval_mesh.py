@@ -38,27 +38,6 @@ def database_url(server_url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
 
 
-def _free_port_block(size: int = 20) -> int:
-    import random
-    import socket
-
-    for _ in range(50):
-        base = random.randrange(20000, 60000 - size)
-        socks = []
-        try:
-            for port in range(base, base + size):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports")
-
-
 def say(message: str) -> None:
     print(f"eval: {message}", file=sys.stderr, flush=True)
 
@@ -67,7 +46,7 @@ class EvalMesh:
     """The four processes a retrieval eval needs, with retrieval restartable per mode."""
 
     def __init__(self, state_dir: Path, database_url: str) -> None:
-        self.mesh = Mesh(state_dir=state_dir, ports=MeshPorts(_free_port_block()), extra_env={
+        self.mesh = Mesh(state_dir=state_dir, ports=MeshPorts.free_block(), extra_env={
             "RAGMESH_POSTGRES_URL": database_url,
             "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL", "redis://127.0.0.1:6379/15"),
             "RAGMESH_LOG_LEVEL": os.environ.get("RAGMESH_LOG_LEVEL", "WARNING"),

@@ -42,6 +42,35 @@ class MeshPorts:
             return METRICS_PORTS[service]
         return self.base + 10 + SERVICES.index(service)
 
+    @classmethod
+    def free_block(cls, size: int = 20) -> "MeshPorts":
+        """Consecutive loopback ports, all free now, chosen BELOW the kernel's ephemeral range: the
+        services take seconds to start, and a port in that range can meanwhile be handed to some
+        outgoing connection (seen here as "address already in use" when the gateway binds)."""
+        import random
+        import socket
+
+        low = 32768
+        try:
+            low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+        for _ in range(50):
+            base = random.randrange(10000, max(10001, low - size))
+            socks: list[socket.socket] = []
+            try:
+                for port in range(base, base + size):
+                    sock = socket.socket()
+                    socks.append(sock)
+                    sock.bind(("127.0.0.1", port))
+                return cls(base)
+            except OSError:
+                continue
+            finally:
+                for sock in socks:
+                    sock.close()
+        raise RuntimeError(f"no block of {size} free loopback ports below {low}")
+
 
 @dataclass
 class Mesh:

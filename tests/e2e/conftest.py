@@ -45,28 +45,6 @@ def _psql(server_url: str, sql: str) -> None:
     asyncio.run(run())
 
 
-def _free_port_block(size: int = 20) -> int:
-    """The first of `size` consecutive loopback ports that are all free right now."""
-    import random
-    import socket
-
-    for _ in range(50):
-        base = random.randrange(20000, 60000 - size)
-        try:
-            socks = []
-            for port in range(base, base + size):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports")
-
-
 @contextmanager
 def scratch_database(server_url: str) -> Iterator[str]:
     """A throwaway database on the test server, dropped afterwards."""
@@ -92,7 +70,7 @@ def index_corpus(mesh: Mesh, folder: Path, library: str, version: str) -> None:
 @contextmanager
 def running_mesh(state: Path, extra_env: dict[str, str]) -> Iterator[Mesh]:
     """A started mesh on twenty consecutive free ports (a collision fails the start loudly)."""
-    mesh = Mesh(state_dir=state, ports=MeshPorts(_free_port_block()), extra_env=extra_env)
+    mesh = Mesh(state_dir=state, ports=MeshPorts.free_block(), extra_env=extra_env)
     mesh.start(timeout=180, log=lambda m: print(m, file=sys.stderr))
     try:
         yield mesh
