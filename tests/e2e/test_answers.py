@@ -37,6 +37,20 @@ def injection_corpus(mesh) -> str:
         env=mesh.env(), capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, f"index ci failed:\n{done.stderr}\n{done.stdout}"
+    # The gateway learns promoted corpora from retrieval with a short cache (docs/api.md): wait
+    # until it serves this one, as a client would, instead of racing the cache.
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        listed = httpx.get(f"{mesh.gateway_url}/api/rag/v1/corpora", timeout=10).json()
+        if any(c.get("library") == "pelican" for c in listed.get("corpora", [])):
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the gateway never served the promoted pelican corpus")
     return "pelican"
 
 
