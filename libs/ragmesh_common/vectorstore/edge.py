@@ -274,6 +274,7 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
     if not fused:
         return []
     records = {str(r.id): r for r in shard.retrieve([i for i, _ in fused], True, [DENSE])}
+    bm25 = _sparse_scores(shard, sparse, point_filter, sparse_list, [i for i, _ in fused])
     hits = []
     for point_id, score in fused:
         record = records.get(point_id)
@@ -281,8 +282,24 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
             continue
         stored = (record.vector or {}).get(DENSE)
         hits.append(ScoredHit(id=point_id, fused=score, payload=record.payload or {},
-                              dense=cosine(dense, stored) if stored is not None else None))
+                              dense=cosine(dense, stored) if stored is not None else None,
+                              sparse=bm25.get(point_id, 0.0)))
     return hits
+
+
+def _sparse_scores(shard: qe.EdgeShard, sparse: qe.SparseVector, point_filter: qe.Filter,
+                   sparse_list: list[Any], ids: list[str]) -> dict[str, float]:
+    """Every fused hit's BM25 score: the sparse list has most; the few that came from the dense
+    list alone are scored by one more sparse query restricted to their ids. An id still absent
+    shares no term with the query (BM25 0.0)."""
+    scores = {str(p.id): float(p.score) for p in sparse_list}
+    missing = {i for i in ids if i not in scores}
+    if missing:
+        only = qe.Filter(must=[point_filter, qe.HasIdCondition(missing)])
+        for p in shard.query(qe.QueryRequest(limit=len(missing), query=qe.Query.Nearest(sparse, using=SPARSE),
+                                             filter=only)):
+            scores[str(p.id)] = float(p.score)
+    return scores
 
 
 def build_edge_filter(point_filter: PointFilter) -> qe.Filter:

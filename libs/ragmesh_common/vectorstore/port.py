@@ -82,7 +82,9 @@ class ScoredHit(msgspec.Struct, frozen=True):
     fused: float
     payload: dict[str, Any]
     dense: float | None = None  # cosine similarity to the query vector
-    sparse: float | None = None  # BM25 score, known only for sparse-only queries
+    # BM25 score over the whole collection (IDF modifier); 0.0 for a hit that shares no term with
+    # the query; None when the query had no sparse part.
+    sparse: float | None = None
 
 
 class VectorStorePort(abc.ABC):

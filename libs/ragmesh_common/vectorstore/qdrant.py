@@ -20,12 +20,12 @@ from typing import Any, Callable, Sequence
 
 import httpx
 import msgspec
-import numpy as np
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
+from ragmesh_common.vectorstore.fusion import cosine
 from ragmesh_common.vectorstore.port import (
     PATH_PREFIXES_KEY,
     CollectionInfo,
@@ -196,7 +196,9 @@ class QdrantVectorStore(VectorStorePort):
                 with_payload=True,
                 with_vectors=[DENSE],
             )
-            return [_fused_hit(p, dense) for p in response.points]
+            bm25 = await self._sparse_scores(query.collection, sparse, point_filter,
+                                             [str(p.id) for p in response.points])
+            return [_fused_hit(p, dense, bm25) for p in response.points]
         if dense is None and sparse is None:
             return []
         using, vector = (DENSE, dense) if dense is not None else (SPARSE, sparse)
@@ -219,6 +221,17 @@ class QdrantVectorStore(VectorStorePort):
             )
             for rank, p in enumerate(response.points)
         ]
+
+    async def _sparse_scores(self, collection: str, sparse: models.SparseVector, point_filter: models.Filter,
+                             ids: list[str]) -> dict[str, float]:
+        """The fused hits' BM25 scores: RRF returns only ranks, so one sparse query restricted to
+        their ids. An id it does not return shares no term with the query (BM25 0.0)."""
+        if not ids:
+            return {}
+        only = models.Filter(must=[point_filter, models.HasIdCondition(has_id=ids)])
+        response = await self._run(self.client.query_points, collection, query=sparse, using=SPARSE,
+                                   query_filter=only, limit=len(ids), with_payload=False)
+        return {str(p.id): float(p.score) for p in response.points}
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -296,21 +309,16 @@ def _from_record(record: Any) -> StoredPoint:
     return StoredPoint(id=str(record.id), payload=dict(record.payload or {}), dense=dense, sparse=sparse)
 
 
-def _fused_hit(point: Any, query_vector: list[float]) -> ScoredHit:
+def _fused_hit(point: Any, query_vector: list[float], bm25: dict[str, float]) -> ScoredHit:
     vectors = point.vector if isinstance(point.vector, dict) else {}
     stored = vectors.get(DENSE)
     return ScoredHit(
         id=str(point.id),
         fused=float(point.score),
         payload=point.payload or {},
-        dense=_cosine(query_vector, stored) if stored is not None else None,
+        dense=cosine(query_vector, stored) if stored is not None else None,
+        sparse=bm25.get(str(point.id), 0.0),
     )
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
-    norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
-    return float(va @ vb) / norm if norm else 0.0
 
 
 def _translate(exc: Exception) -> RagmeshError:

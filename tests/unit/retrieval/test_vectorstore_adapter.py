@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import uuid
 from pathlib import Path
@@ -126,7 +127,9 @@ async def test_hybrid_query_filters_inside_the_store(store: QdrantVectorStore) -
     hits = await store.hybrid_query(query)
     assert [h.id for h in hits] == [mine.id]
     assert hits[0].dense == pytest.approx(1.0)
-    assert hits[0].sparse is None and hits[0].fused > 0
+    # BM25 with IDF over the whole collection: term 1 is in all three points.
+    assert hits[0].sparse == pytest.approx(math.log(1 + 0.5 / 3.5) * 1.0, rel=1e-5)
+    assert hits[0].fused > 0
     sparse_only = await store.hybrid_query(HybridQuery(
         collection="c", filter=PointFilter(corpora=("docs@1", "other@1")), limit=10,
         sparse=SparseVector(indices=[7], values=[1.0]),

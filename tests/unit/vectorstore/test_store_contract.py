@@ -232,11 +232,14 @@ async def test_hybrid_is_rrf_of_dense_and_bm25_candidates(store: VectorStorePort
         return sum(1.0 / (rrf_k + r) for r in ranks)
 
     expected = {p[0].id: rrf(0, 3), p[1].id: rrf(1, 0), p[2].id: rrf(2), p[3].id: rrf(3, 1), p[4].id: rrf(4, 2)}
+    # Term 5 is in 4 of the 5 points; p2 lacks it and scores 0.0, not None.
+    idf = math.log(1 + (5 - 4 + 0.5) / (4 + 0.5))
+    bm25 = {p[0].id: 0.1 * idf, p[1].id: 0.9 * idf, p[2].id: 0.0, p[3].id: 0.5 * idf, p[4].id: 0.3 * idf}
     assert [h.id for h in hits] == sorted(expected, key=expected.__getitem__, reverse=True)
     for hit, original in zip(hits, sorted(p, key=lambda x: expected[x.id], reverse=True)):
         assert hit.fused == pytest.approx(expected[hit.id], rel=1e-12)
         assert hit.dense == pytest.approx(cos(query, original.dense), abs=1e-6)
-        assert hit.sparse is None
+        assert hit.sparse == pytest.approx(bm25[hit.id], rel=1e-5, abs=1e-9)
         assert hit.payload["source_path"] == original.payload["source_path"]
 
 
@@ -247,6 +250,9 @@ async def test_hybrid_fuses_only_the_candidate_lists(store: VectorStorePort) -> 
     # dense candidates p0, p1; BM25 candidates p1, p3: p1 is in both, p0 outranks p3 (1/60 > 1/61).
     assert [h.id for h in hits] == [p[1].id, p[0].id]
     assert [h.fused for h in hits] == pytest.approx([1 / 61 + 1 / 60, 1 / 60], rel=1e-12)
+    # p0 came from the dense list alone and still carries its BM25 score over the collection.
+    idf = math.log(1 + (5 - 4 + 0.5) / (4 + 0.5))
+    assert [h.sparse for h in hits] == pytest.approx([0.9 * idf, 0.1 * idf], rel=1e-5)
 
 
 async def test_dense_only_ranks_by_cosine(store: VectorStorePort) -> None:
