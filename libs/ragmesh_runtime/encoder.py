@@ -6,12 +6,13 @@ which keeps ONNX Runtime's own thread pool the only parallelism and the event lo
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from array import array
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ragmesh_runtime.lru import LruCache
 from ragmesh_runtime.pooling import l2_normalize, mean_pool
 
 
@@ -26,6 +27,10 @@ class MiniLmEncoder:
     ) -> None:
         self._session = session
         self.cache = SequenceVectorCache(cache_entries)
+        # Token ids by text: a reranked chunk recurs across queries, and WordPiece over 50
+        # candidates costs more than scoring them from cached vectors. 2 bytes per id.
+        self.token_cache: LruCache[str, array] = LruCache(cache_entries)
+        self._id_type = "H" if tokenizer.get_vocab_size() <= 0xFFFF else "I"
         self._tokenizer = tokenizer
         self._batch_size = max(1, batch_size)
         self._max_batch_tokens = max(self.max_input_tokens, max_batch_tokens)
@@ -64,10 +69,17 @@ class MiniLmEncoder:
         return cls(session, tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
                    cache_entries=cache_entries)
 
-    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+    def token_ids(self, texts: Sequence[str]) -> list[Sequence[int]]:
         """WordPiece ids of each text, without [CLS]/[SEP] and without truncation."""
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [encoding.ids for encoding in encodings]
+        out: list[Sequence[int] | None] = [self.token_cache.get(text) for text in texts]
+        todo = [i for i, ids in enumerate(out) if ids is None]
+        if todo:
+            encodings = self._tokenizer.encode_batch([texts[i] for i in todo], add_special_tokens=False)
+            for index, encoding in zip(todo, encodings):
+                ids = array(self._id_type, encoding.ids)
+                self.token_cache.put(texts[index], ids)
+                out[index] = ids
+        return out  # type: ignore[return-value]
 
     def sequence(self, content_ids: Sequence[int], max_tokens: int | None = None) -> list[int]:
         """[CLS] + ids + [SEP], the ids cut so that the whole sequence fits ``max_tokens``."""
@@ -125,45 +137,24 @@ class MiniLmEncoder:
         return mean_pool(hidden, attention_mask)
 
 
-class SequenceVectorCache:
+class SequenceVectorCache(LruCache[tuple[int, ...], np.ndarray]):
     """LRU of pooled (not yet normalised) vectors keyed by the full id sequence, specials included.
 
     The key is the exact model input, so a hit is the vector the model would compute again; the
-    model never changes inside one process, so it needs no model id. Used only from the runtime's
-    single inference thread, hence no lock.
+    model never changes inside one process, so it needs no model id.
     """
-
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max(0, max_entries)
-        self._vectors: OrderedDict[tuple[int, ...], np.ndarray] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._vectors)
-
-    def get(self, key: tuple[int, ...]) -> np.ndarray | None:
-        if not self.max_entries:
-            return None
-        vector = self._vectors.get(key)
-        if vector is None:
-            self.misses += 1
-            return None
-        self._vectors.move_to_end(key)
-        self.hits += 1
-        return vector
 
     def save(self, path: Path, model_sha256: str) -> int:
         """Write every entry to ``path`` (npz, replaced atomically); returns the count."""
-        keys = list(self._vectors)
-        lengths = np.array([len(k) for k in keys], dtype=np.int32)
-        ids = np.array([i for k in keys for i in k], dtype=np.int32)
-        vectors = np.stack([self._vectors[k] for k in keys]) if keys else np.empty((0, 0), np.float32)
+        entries = self.items()
+        lengths = np.array([len(k) for k, _ in entries], dtype=np.int32)
+        ids = np.array([i for k, _ in entries for i in k], dtype=np.int32)
+        vectors = np.stack([v for _, v in entries]) if entries else np.empty((0, 0), np.float32)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial.npz")
         np.savez(partial, model=np.array(model_sha256), lengths=lengths, ids=ids, vectors=vectors)
         partial.replace(path)
-        return len(keys)
+        return len(entries)
 
     def load(self, path: Path, model_sha256: str) -> int:
         """Entries from a file written by ``save`` for the same model file; anything else is
@@ -179,11 +170,3 @@ class SequenceVectorCache:
         for row, (end, length) in enumerate(zip(ends, lengths)):
             self.put(tuple(int(i) for i in ids[end - length : end]), vectors[row])
         return len(lengths)
-
-    def put(self, key: tuple[int, ...], vector: np.ndarray) -> None:
-        if not self.max_entries:
-            return
-        self._vectors[key] = vector
-        self._vectors.move_to_end(key)
-        while len(self._vectors) > self.max_entries:
-            self._vectors.popitem(last=False)

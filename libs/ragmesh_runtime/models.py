@@ -52,6 +52,6 @@ def load_models(settings: RuntimeSettings) -> LoadedModels:
     wordllama = None
     if settings.rerank.uses_wordllama:
         weights, tokenizer = verify(WORDLLAMA_WEIGHTS), verify(WORDLLAMA_TOKENIZER)
-        wordllama = WordLlamaSimilarity.load(weights.path.parent.parent)
+        wordllama = WordLlamaSimilarity.load(weights.path.parent.parent, embedding.cache_entries)
         files += [weights, tokenizer]
     return LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started)

@@ -17,8 +17,10 @@ import numpy as np
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.lexical import LexicalEncoder
+from ragmesh_common.scoring import standardised
 from ragmesh_runtime.encoder import MiniLmEncoder
 from ragmesh_runtime.generator.extractive import is_mostly_cjk
+from ragmesh_runtime.lru import LruCache
 from ragmesh_runtime.pooling import token_windows
 from ragmesh_runtime.settings import RerankSettings
 from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
@@ -120,9 +122,11 @@ class RequestBm25Scorer(RelevanceScorer):
     name = "bm25-request"
 
     def __init__(
-        self, encoder: LexicalEncoder | None = None, k1: float = 1.2, b: float = 0.75, cjk_bigram_weight: float = 0.5
+        self, encoder: LexicalEncoder | None = None, k1: float = 1.2, b: float = 0.75, cjk_bigram_weight: float = 0.5,
+        cache_entries: int = 0,
     ) -> None:
         self._encoder = encoder or LexicalEncoder()
+        self._tokens: LruCache[str, list[str]] = LruCache(cache_entries)  # stemming is the cost
         self._k1 = k1
         self._b = b
         self._bigram_weight = cjk_bigram_weight
@@ -133,11 +137,18 @@ class RequestBm25Scorer(RelevanceScorer):
         )
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
-        words = self._bm25(self._encoder.tokens(query), [self._encoder.tokens(text) for text in texts])
+        words = self._bm25(self._encoder.tokens(query), [self._text_tokens(text) for text in texts])
         if not self._bigram_weight or not is_mostly_cjk(query):
             return words.astype(np.float32)
         bigrams = self._bm25(han_bigrams(query), [han_bigrams(text) for text in texts])
         return (standardised(words) + self._bigram_weight * standardised(bigrams)).astype(np.float32)
+
+    def _text_tokens(self, text: str) -> list[str]:
+        tokens = self._tokens.get(text)
+        if tokens is None:
+            tokens = self._encoder.tokens(text)
+            self._tokens.put(text, tokens)
+        return tokens
 
     def _bm25(self, query_terms: list[str], text_terms: list[list[str]]) -> np.ndarray:
         terms = set(query_terms)
@@ -221,17 +232,8 @@ class ZBlendScorer(RelevanceScorer):
         return total.astype(np.float32)
 
 
-def standardised(values: np.ndarray) -> np.ndarray:
-    """(x - mean) / std over the texts; all-equal values (or a single text) give zeros."""
-    values = np.asarray(values, dtype=np.float64)
-    spread = values.std()
-    if not np.isfinite(spread) or spread < 1e-9:
-        return np.zeros_like(values)
-    return (values - values.mean()) / spread
-
-
 def build_scorer(
-    settings: RerankSettings, encoder: MiniLmEncoder, wordllama: WordLlamaSimilarity | None
+    settings: RerankSettings, encoder: MiniLmEncoder, wordllama: WordLlamaSimilarity | None, cache_entries: int = 0
 ) -> RelevanceScorer:
     window = MiniLmWindowScorer(encoder, settings.window_tokens, settings.window_stride, settings.max_windows)
     if settings.method == "minilm-window":
@@ -246,6 +248,6 @@ def build_scorer(
         return ZBlendScorer([
             (settings.blend_minilm, window),
             (settings.blend_wordllama, wordllama),
-            (settings.blend_bm25, RequestBm25Scorer()),
+            (settings.blend_bm25, RequestBm25Scorer(cache_entries=cache_entries)),
         ], english_only=[window] + ([wordllama] if wordllama is not None else []))
     raise ValueError(f"unknown rerank method {settings.method!r}")

@@ -52,7 +52,8 @@ class RuntimeService:
         self.models = models
         self.settings = settings
         self.executor = executor or InferenceExecutor()
-        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama)
+        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama,
+                                             settings.embedding.cache_entries)
         self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
         self._in_flight = 0
         self.started_at = time.time()

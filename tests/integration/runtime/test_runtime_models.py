@@ -124,3 +124,19 @@ def test_a_chunk_embedded_once_is_a_cache_hit_when_reranked(runtime_models):
         assert cache.hits == hits + 1  # the window of a short text is the embedded sequence
         query = client.post("/embed", json={"inputs": ["rerank"]}).json()[0]
         assert ranks[0]["score"] == pytest.approx(float(np.dot(embedded, query)), abs=1e-4)
+        # The text's token ids came from the tokenizer once, at /embed.
+        assert loaded.encoder.token_cache.hits >= 1
+
+
+def test_text_feature_caches_return_what_the_models_compute(runtime_models):
+    settings = RuntimeSettings(rerank=RerankSettings(method="blend"))
+    loaded = load_models(settings)
+    texts = ["Bananas are yellow.", "The server listens on port 8080.", "表格和代码块保持完整。"]
+    fresh_ids = [e.ids for e in loaded.encoder._tokenizer.encode_batch(texts, add_special_tokens=False)]
+    assert [list(ids) for ids in loaded.encoder.token_ids(texts)] == fresh_ids
+    assert [list(ids) for ids in loaded.encoder.token_ids(texts)] == fresh_ids  # from the cache
+    assert loaded.encoder.token_cache.hits == len(texts)
+    first = loaded.wordllama.cosine_to_query("server port", texts)
+    again = loaded.wordllama.cosine_to_query("server port", texts)
+    assert loaded.wordllama.cache.hits >= len(texts)
+    np.testing.assert_allclose(again, first, rtol=0, atol=1e-7)

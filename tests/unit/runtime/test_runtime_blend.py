@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ragmesh_runtime.encoder import SequenceVectorCache
-from ragmesh_runtime.relevance import RelevanceScorer, RequestBm25Scorer, ZBlendScorer, standardised
+from ragmesh_common.scoring import standardised
+from ragmesh_runtime.relevance import RelevanceScorer, RequestBm25Scorer, ZBlendScorer
 
 
 class FixedScorer(RelevanceScorer):
