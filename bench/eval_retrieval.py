@@ -13,7 +13,8 @@ What it does, in order:
 3. indexes the folder through the real indexer (``python -m ragmesh_cli.main index ci``);
 4. queries the real retrieval service over gRPC (``ragmesh.v1.Retrieval/Search``) per stage —
    sparse, dense and hybrid are ``RAGMESH_RETRIEVAL_MODE`` of a restarted retrieval process — and
-   for ``rerank`` sends the hybrid candidates' quotes to the real rerank service, as the gateway
+   for ``rerank`` sends the hybrid candidates (the text the indexer embedded, and retrieval's dense and
+   BM25 scores as priors) to the real rerank service, as the gateway
    does;
 5. maps each hit to its BEIR document through the payload's ``source_path`` (a document scores
    its best chunk) and evaluates with pytrec_eval (bench/beir_dataset.py).
@@ -62,9 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stage", default="all", help=f"all, or a comma-separated list of {', '.join(STAGES)}")
     p.add_argument("--queries", type=int, default=0, help="a seeded sample of this many queries (0: all)")
     p.add_argument("--candidates", type=int, default=50, help="top_k asked of retrieval (the gateway asks 50)")
-    p.add_argument("--rerank-text", default="quote", choices=("quote", "embedded"),
-                   help="quote: the chunk text, as the gateway sends today; embedded: the text the indexer "
-                        "embedded (title > headings, newline, quote), so the runtime's vector cache answers")
+    p.add_argument("--rerank-text", default="embedded", choices=("quote", "embedded"),
+                   help="embedded (as the gateway sends): the text the indexer embedded (title > headings, "
+                        "newline, quote), so the runtime's vector cache answers; quote: the chunk text alone")
+    p.add_argument("--no-priors", action="store_true",
+                   help="send the reranker no retrieval scores (the gateway sends them: dense and BM25)")
     p.add_argument("--dump", type=Path, help="write the hybrid candidates (JSONL) for offline tuning on train")
     p.add_argument("--state-dir", type=Path, help="keep the mesh state here (default: a temp dir, removed)")
     p.add_argument("--database", default="", help="reuse this PostgreSQL database (default: a fresh one, dropped)")
@@ -78,13 +81,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # ---------------------------------------------------------------- querying
 
-def embedded_text(title: str, heading_path: list[str], quote: str) -> str:
-    """The text the indexer embedded for a chunk, rebuilt from its payload (the same rule as
-    ragmesh_indexer.writing.embedding_text, which needs the indexer's Article and Chunk)."""
-    context = " > ".join([t for t in [title, *heading_path] if t])
-    return f"{context}\n{quote}" if context and context not in quote[: len(context) + 4] else quote
-
-
 class Querier:
     def __init__(self, mesh: EvalMesh, corpus: str, names: dict[str, str], titles: dict[str, str]) -> None:
         self.mesh = mesh
@@ -95,6 +91,7 @@ class Querier:
     async def search_all(self, dataset: BeirDataset, query_ids: list[str], candidates: int) -> dict[str, dict]:
         from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 
+        from ragmesh_common.index_schema import embedding_text
         from ragmesh_common.rpc.client import open_channel, unary
 
         out: dict[str, dict] = {}
@@ -107,8 +104,8 @@ class Querier:
                     timeout=120, peer="retrieval")
                 elapsed = time.perf_counter() - started
                 hits = [{"doc": self.names[Path(r.chunk.source_path).name], "quote": r.chunk.quote,
-                         "embedded": embedded_text(r.chunk.title, list(r.chunk.heading_path), r.chunk.quote),
-                         "dense": r.scores.get("dense")}
+                         "embedded": embedding_text(r.chunk.title, list(r.chunk.heading_path), r.chunk.quote),
+                         "dense": r.scores.get("dense"), "sparse": r.scores.get("sparse")}
                         for r in reply.results]
                 out[qid] = {"hits": hits, "seconds": elapsed, "mode": reply.query_mode,
                             "degraded": list(reply.degraded)}
@@ -116,7 +113,8 @@ class Querier:
                     say(f"{self.mesh.mode}: {number}/{len(query_ids)} queries")
         return out
 
-    async def rerank_all(self, dataset: BeirDataset, searched: dict[str, dict], text: str) -> dict[str, dict]:
+    async def rerank_all(self, dataset: BeirDataset, searched: dict[str, dict], text: str,
+                         priors_on: bool) -> dict[str, dict]:
         from ragmesh.v1 import rerank_pb2, rerank_pb2_grpc
 
         from ragmesh_common.rpc.client import open_channel, unary
@@ -130,9 +128,11 @@ class Querier:
                     out[qid] = {"hits": hits, "seconds": found["seconds"], "score_kind": ""}
                     continue
                 texts = [h[text] for h in hits]
+                priors = [rerank_pb2.Prior(dense=h["dense"], sparse=h["sparse"]) if priors_on else rerank_pb2.Prior()
+                          for h in hits]
                 started = time.perf_counter()
-                reply = await unary(stub.Rerank, rerank_pb2.RerankRequest(query=dataset.queries[qid], texts=texts),
-                                    timeout=120, peer="rerank")
+                reply = await unary(stub.Rerank, rerank_pb2.RerankRequest(
+                    query=dataset.queries[qid], texts=texts, priors=priors), timeout=120, peer="rerank")
                 elapsed = time.perf_counter() - started
                 order = [r.index for r in reply.results]
                 order += [i for i in range(len(hits)) if i not in set(order)]
@@ -166,10 +166,10 @@ def stage_report(stage: str, dataset: BeirDataset, split: str, results: dict[str
 def effective_config(args: argparse.Namespace, index_reply: dict) -> dict:
     settings = {k: v for k, v in sorted(os.environ.items())
                 if k.startswith(("RAGMESH_INDEXER_CHUNK", "RAGMESH_RUNTIME_RERANK", "RAGMESH_RETRIEVAL_",
-                                 "RAGMESH_VECTOR_STORE", "RAGMESH_RUNTIME_EMBED"))}
+                                 "RAGMESH_VECTOR_STORE", "RAGMESH_RUNTIME_EMBED", "RAGMESH_RERANK_PRIOR"))}
     built = index_reply.get("build", {})
     return {
-        "candidates": args.candidates, "rerank_text": args.rerank_text,
+        "candidates": args.candidates, "rerank_text": args.rerank_text, "rerank_priors": not args.no_priors,
         "documents": int(built.get("documents", 0)), "chunks": int(built.get("chunks", 0)),
         "env": settings,
     }
@@ -193,7 +193,8 @@ async def run_stages(args, mesh: EvalMesh, querier: Querier, dataset: BeirDatase
                     for qid, found in searched.items():
                         handle.write(json.dumps({"qid": qid, "query": dataset.queries[qid], "hits": [
                             {**h, "title": querier.titles[h["doc"]]} for h in found["hits"]]}) + "\n")
-        results = await querier.rerank_all(dataset, searched, args.rerank_text) if stage == "rerank" else searched
+        results = (await querier.rerank_all(dataset, searched, args.rerank_text, not args.no_priors)
+                   if stage == "rerank" else searched)
         print(json.dumps(stage_report(stage, dataset, args.split, results, config)), flush=True)
 
 

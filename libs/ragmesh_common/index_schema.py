@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 
 import msgspec
 
@@ -87,3 +88,11 @@ def is_chunk_id(value: str) -> bool:
         return str(uuid.UUID(value)) == value
     except (ValueError, TypeError, AttributeError):
         return False
+
+
+def embedding_text(title: str, heading_path: Sequence[str], text: str) -> str:
+    """A chunk as the embedder sees it: the title and heading path give it context. The indexer
+    embeds this, and the gateway sends the reranker the same text, so a runtime that cached the
+    indexer's vectors answers from its cache (and scores what was indexed)."""
+    context = " > ".join([t for t in [title, *heading_path] if t])
+    return f"{context}\n{text}" if context and context not in text[: len(context) + 4] else text

@@ -43,8 +43,10 @@ class TeiClient:
     async def rerank(self, query: str, texts: list[str], *, timeout: float | None = None) -> list[RerankHit]:
         if not texts:
             return []
+        # Raw scores: a cross-encoder's logits, the CPU runtime's z-score sum. The rerank service
+        # standardises them to fuse retrieval's signals, which a logistic squash would bend.
         data = await self._post(
-            "/rerank", {"query": query, "texts": texts, "raw_scores": False, "truncate": True}, timeout
+            "/rerank", {"query": query, "texts": texts, "raw_scores": True, "truncate": True}, timeout
         )
         try:
             hits = [RerankHit(int(item["index"]), float(item["score"])) for item in data]

@@ -21,6 +21,7 @@ from ragmesh_common.index_schema import (
     alias_name,
     collection_name,
 )
+from ragmesh_common.index_schema import embedding_text as chunk_embedding_text
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.vectorstore.port import SparseVector, StoredPoint, VectorStorePort
 from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
@@ -144,9 +145,8 @@ class CollectionWriter:
 
 
 def embedding_text(article: Article, chunk: Chunk) -> str:
-    """The chunk as the embedder sees it: its title and heading path give it context."""
-    context = " > ".join([t for t in [article.title, *chunk.heading_path] if t])
-    return f"{context}\n{chunk.text}" if context and context not in chunk.text[: len(context) + 4] else chunk.text
+    """The chunk as the embedder sees it (ragmesh_common.index_schema.embedding_text)."""
+    return chunk_embedding_text(article.title, chunk.heading_path, chunk.text)
 
 
 def lexical_text(article: Article, chunk: Chunk) -> str:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry import trace
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import Stopwatch, query_hash, tracer
 
+from ragmesh_rerank.fusion import Prior, PriorFusion
 from ragmesh_rerank.metrics import STAGE_DURATION
 from ragmesh_rerank.ports import RankedText, Reranker
 from ragmesh_rerank.settings import RerankSettings
@@ -33,6 +34,7 @@ class RerankQuery:
     query: str
     texts: list[str]
     top_n: int = 0  # 0: all
+    priors: list[Prior] = field(default_factory=list)  # none, or one per text
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class RerankService:
                  span_tracer: trace.Tracer | None = None) -> None:
         self._reranker = reranker
         self._settings = settings
+        self._fusion = PriorFusion(settings.prior_dense, settings.prior_sparse)
         self._tracer = span_tracer or tracer("ragmesh.rerank")
 
     def validate(self, request: RerankQuery) -> RerankQuery:
@@ -61,10 +64,13 @@ class RerankService:
                                {"max_texts": limits.max_texts, "texts": len(request.texts)})
         if request.top_n < 0:
             raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "top_n must be 0 (all) or positive")
+        if request.priors and len(request.priors) != len(request.texts):
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "priors must be empty or one per text",
+                               {"priors": len(request.priors), "texts": len(request.texts)})
         # Cut, not rejected: the runtime truncates to its model's window anyway, and a long chunk
         # is still worth ranking by its beginning.
         texts = [text[: limits.max_text_chars] for text in request.texts]
-        return RerankQuery(request.query, texts, request.top_n)
+        return RerankQuery(request.query, texts, request.top_n, request.priors)
 
     async def rerank(self, request: RerankQuery, *, time_remaining: float | None) -> RerankOutcome:
         request = self.validate(request)
@@ -92,13 +98,17 @@ class RerankService:
                 raise
             finally:
                 STAGE_DURATION.labels(stage="rerank").observe(time.perf_counter() - started)
+        score_kind = identity.score_kind
+        if self._fusion.active and request.priors:
+            ranked = self._fusion.fuse(ranked, request.priors)
+            score_kind = self._fusion.score_kind(score_kind)
         ranked = sorted(ranked, key=lambda r: r.score, reverse=True)
         if request.top_n:
             ranked = ranked[: request.top_n]
         log.info("reranked", extra={"fields": {
             "texts": len(request.texts), "returned": len(ranked), "model": identity.model_id,
-            "query_hash": query_hash(request.query), "ms": clock.ms}})
-        return RerankOutcome(ranked, identity.model_id, identity.score_kind)
+            "fused": score_kind != identity.score_kind, "query_hash": query_hash(request.query), "ms": clock.ms}})
+        return RerankOutcome(ranked, identity.model_id, score_kind)
 
     def _timeout(self, time_remaining: float | None) -> float:
         timeout = self._settings.runtime_timeout_s

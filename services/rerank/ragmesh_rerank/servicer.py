@@ -7,6 +7,7 @@ from ragmesh.v1 import rerank_pb2, rerank_pb2_grpc
 
 from ragmesh_common.telemetry import request_id_var
 
+from ragmesh_rerank.fusion import Prior
 from ragmesh_rerank.service import RerankQuery, RerankService
 
 
@@ -18,8 +19,10 @@ class RerankServicer(rerank_pb2_grpc.RerankServicer):
                      ) -> rerank_pb2.RerankResponse:
         if request.request_id and not request_id_var.get():
             request_id_var.set(request.request_id)  # the interceptor's reset undoes this too
+        priors = [Prior(dense=p.dense if p.HasField("dense") else None,
+                        sparse=p.sparse if p.HasField("sparse") else None) for p in request.priors]
         outcome = await self._service.rerank(
-            RerankQuery(request.query, list(request.texts), request.top_n),
+            RerankQuery(request.query, list(request.texts), request.top_n, priors),
             time_remaining=context.time_remaining(),
         )
         return rerank_pb2.RerankResponse(

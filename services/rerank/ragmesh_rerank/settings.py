@@ -8,6 +8,10 @@ import msgspec
 
 from ragmesh_common.settings import METRICS_PORTS, addr, env_float, env_int, env_str
 
+# bench/tune_rerank.py on SciFact train (docs/evaluation.md).
+DEFAULT_PRIOR_DENSE = 0.0
+DEFAULT_PRIOR_SPARSE = 1.0
+
 
 class RerankSettings(msgspec.Struct, frozen=True):
     listen: str  # RAGMESH_RERANK_ADDR (host:port); --port overrides the port
@@ -20,6 +24,10 @@ class RerankSettings(msgspec.Struct, frozen=True):
     max_query_chars: int  # RAGMESH_RERANK_MAX_QUERY_CHARS: longer is QUERY_TOO_LONG
     # Texts per runtime request when the runtime does not advertise its cap in /info.
     batch_size: int = 32  # RAGMESH_RERANK_BATCH_SIZE
+    # Weights of retrieval's own signals fused with the runtime's score (ragmesh_rerank.fusion);
+    # 0 and 0 return the runtime's order untouched. Defaults tuned on SciFact train for the CPU runtime.
+    prior_dense: float = DEFAULT_PRIOR_DENSE  # RAGMESH_RERANK_PRIOR_DENSE
+    prior_sparse: float = DEFAULT_PRIOR_SPARSE  # RAGMESH_RERANK_PRIOR_SPARSE
 
     @classmethod
     def from_env(cls, port: int | None = None) -> RerankSettings:
@@ -35,6 +43,8 @@ class RerankSettings(msgspec.Struct, frozen=True):
             max_text_chars=env_int("RAGMESH_RERANK_MAX_TEXT_CHARS", 8192),
             max_query_chars=env_int("RAGMESH_RERANK_MAX_QUERY_CHARS", 4000),
             batch_size=env_int("RAGMESH_RERANK_BATCH_SIZE", 32),
+            prior_dense=env_float("RAGMESH_RERANK_PRIOR_DENSE", DEFAULT_PRIOR_DENSE),
+            prior_sparse=env_float("RAGMESH_RERANK_PRIOR_SPARSE", DEFAULT_PRIOR_SPARSE),
         )
 
     @property

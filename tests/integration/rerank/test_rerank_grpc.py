@@ -30,6 +30,30 @@ async def test_rerank_through_tei(fake_tei, start_rerank) -> None:
     assert runtime.bodies[0]["texts"] == TEXTS
 
 
+async def test_retrieval_priors_are_fused_over_grpc(fake_tei, start_rerank) -> None:
+    runtime, url = fake_tei
+    stub = await start_rerank(url, prior_dense=0.0, prior_sparse=2.0)
+    # The cross-encoder double prefers text 1, then 2; BM25 over the collection prefers text 2 by far.
+    priors = [rerank_pb2.Prior(dense=0.2, sparse=0.0), rerank_pb2.Prior(dense=0.3, sparse=1.0),
+              rerank_pb2.Prior(dense=0.4, sparse=40.0)]
+    reply = await unary(stub.Rerank, rerank_pb2.RerankRequest(query="server port default", texts=TEXTS,
+                                                              priors=priors), timeout=10, peer="rerank")
+    assert [r.index for r in reply.results] == [2, 1, 0]
+    assert reply.score_kind.startswith("fused: z[cross_encoder] + 0 x z[retrieval's dense cosine] + 2 x")
+    assert runtime.bodies[0]["raw_scores"] is True  # fusion standardises raw scores, not squashed ones
+    without = await rerank(stub, "server port default", TEXTS)
+    assert [r.index for r in without.results][:2] == [1, 2] and without.score_kind == "cross_encoder"
+
+
+async def test_priors_of_another_length_are_invalid(fake_tei, start_rerank) -> None:
+    _, url = fake_tei
+    stub = await start_rerank(url)
+    with pytest.raises(RagmeshError) as caught:
+        await unary(stub.Rerank, rerank_pb2.RerankRequest(query="q", texts=TEXTS, priors=[rerank_pb2.Prior()]),
+                    timeout=10, peer="rerank")
+    assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+
+
 async def test_rerank_through_the_cpu_runtime(cpu_runtime_url: str, start_rerank) -> None:
     stub = await start_rerank(cpu_runtime_url)
     reply = await rerank(stub, "which port does the server listen on", TEXTS)

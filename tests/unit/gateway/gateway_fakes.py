@@ -36,6 +36,7 @@ from ragmesh_gateway.index_admin.ports import (
 from ragmesh_gateway.search.models import (
     Chunk,
     ChunkBatch,
+    RerankCandidate,
     RerankedIndex,
     RetrievalQuery,
     RetrievalResult,
@@ -128,11 +129,11 @@ class ReversingReranker(Reranker):
     """Ranks the texts in reverse order of arrival, with descending scores."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, list[str]]] = []
+        self.calls: list[tuple[str, list[RerankCandidate]]] = []
 
-    async def rerank(self, query: str, texts: list[str]) -> list[RerankedIndex]:
-        self.calls.append((query, texts))
-        count = len(texts)
+    async def rerank(self, query: str, candidates: list[RerankCandidate]) -> list[RerankedIndex]:
+        self.calls.append((query, candidates))
+        count = len(candidates)
         return [RerankedIndex(index=i, score=float(i) / count) for i in reversed(range(count))]
 
 
@@ -141,7 +142,7 @@ class FailingReranker(Reranker):
         self.code = code
         self.calls = 0
 
-    async def rerank(self, query: str, texts: list[str]) -> list[RerankedIndex]:
+    async def rerank(self, query: str, candidates: list[RerankCandidate]) -> list[RerankedIndex]:
         self.calls += 1
         raise RagmeshError(self.code, "rerank is unavailable")
 

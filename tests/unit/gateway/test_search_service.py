@@ -29,7 +29,12 @@ async def test_rerank_reorders_candidates_and_top_k_keeps_the_best() -> None:
 
     # Retrieval was asked for the candidate pool, not for top_k.
     assert backend.queries[0].top_k == 50
-    assert reranker.calls[0] == ("how to", [c.quote for c in backend.chunks])
+    # The reranker gets what the indexer embedded (title > headings, then the quote) and
+    # retrieval's scores as priors.
+    query, sent = reranker.calls[0]
+    assert query == "how to"
+    assert [c.text for c in sent] == [f"{c.title} > {' > '.join(c.heading_path)}\n{c.quote}" for c in backend.chunks]
+    assert {(c.dense, c.sparse) for c in sent} == {(0.5, 1.0)}
     # The reversing reranker puts the last candidate first.
     assert [s.chunk.chunk_id for s in outcome.sources] == [chunk_id(6), chunk_id(5), chunk_id(4)]
     assert [s.source_id for s in outcome.sources] == ["S1", "S2", "S3"]
@@ -66,7 +71,7 @@ async def test_retrieval_degradation_is_kept_alongside_rerank() -> None:
 
 async def test_reranker_indices_out_of_range_are_ignored_and_missing_ones_keep_fused_order() -> None:
     class PartialReranker(ReversingReranker):
-        async def rerank(self, query, texts):
+        async def rerank(self, query, candidates):
             from ragmesh_gateway.search.models import RerankedIndex
 
             return [

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import msgspec
+import numpy as np
 import pytest
 
 from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.scoring import standardised
+from ragmesh_rerank.fusion import Prior, PriorFusion
 from ragmesh_rerank.ports import RankedText, Reranker, RerankerIdentity
 from ragmesh_rerank.service import RerankQuery, RerankService
 from ragmesh_rerank.settings import RerankSettings
@@ -224,3 +228,53 @@ async def test_tei_adapter_splits_texts_at_the_runtimes_cap(info: dict, cap: int
 async def test_identity_reports_the_runtimes_cap() -> None:
     identity = await _capped_tei({"model_id": "m", "ragmesh": {"rerank_max_texts": 128}}, []).identity(timeout=1)
     assert identity.max_texts == 128
+
+
+# --- fusion with retrieval's priors ------------------------------------------------------------
+
+FUSING = msgspec.structs.replace(SETTINGS, prior_dense=0.5, prior_sparse=2.0)
+
+
+async def test_priors_are_fused_with_the_runtime_score() -> None:
+    # Length says 2 > 1 > 0; BM25 over the collection strongly prefers text 0.
+    priors = [Prior(dense=0.5, sparse=30.0), Prior(dense=0.5, sparse=1.0), Prior(dense=0.5, sparse=0.0)]
+    outcome = await RerankService(LengthReranker(), FUSING).rerank(
+        RerankQuery("q", ["a", "bb", "ccc"], priors=priors), time_remaining=None)
+    runtime = standardised(np.array([1.0, 2.0, 3.0]))
+    expected = runtime + 2.0 * standardised(np.array([30.0, 1.0, 0.0]))  # dense is flat: z = 0
+    assert [r.index for r in outcome.results] == list(np.argsort(-expected))
+    assert [r.score for r in outcome.results] == pytest.approx(sorted(expected, reverse=True))
+    assert outcome.results[0].index == 0
+    assert outcome.score_kind.startswith("fused: z[text_length] + 0.5 x z[retrieval's dense cosine]")
+
+
+async def test_without_priors_or_with_zero_weights_the_runtime_order_stands() -> None:
+    priors = [Prior(sparse=30.0), Prior(sparse=1.0), Prior(sparse=0.0)]
+    off = msgspec.structs.replace(SETTINGS, prior_dense=0.0, prior_sparse=0.0)
+    for settings, request in ((off, RerankQuery("q", ["a", "bb", "ccc"], priors=priors)),
+                              (FUSING, RerankQuery("q", ["a", "bb", "ccc"]))):
+        outcome = await RerankService(LengthReranker(), settings).rerank(request, time_remaining=None)
+        assert [r.index for r in outcome.results] == [2, 1, 0]
+        assert [r.score for r in outcome.results] == [3.0, 2.0, 1.0]
+        assert outcome.score_kind == "text_length"
+
+
+async def test_a_missing_prior_has_no_say() -> None:
+    # Text 1 has no dense score (say, embedding was down for it): it takes the mean, z = 0.
+    fusion = PriorFusion(dense_weight=1.0, sparse_weight=0.0)
+    fused = fusion.fuse([RankedText(0, 0.0), RankedText(1, 0.0), RankedText(2, 0.0)],
+                        [Prior(dense=0.9), Prior(dense=None), Prior(dense=0.1)])
+    assert [r.index for r in fused] == [0, 1, 2]
+    assert fused[1].score == pytest.approx(0.0)
+
+
+async def test_priors_must_match_the_texts() -> None:
+    with pytest.raises(RagmeshError) as caught:
+        await RerankService(LengthReranker(), FUSING).rerank(
+            RerankQuery("q", ["a", "b"], priors=[Prior(sparse=1.0)]), time_remaining=None)
+    assert caught.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def test_negative_prior_weights_are_refused() -> None:
+    with pytest.raises(ValueError):
+        PriorFusion(dense_weight=-1.0, sparse_weight=0.0)

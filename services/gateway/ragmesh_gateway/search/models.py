@@ -75,6 +75,13 @@ class RerankedIndex:
 
 
 @dataclass(frozen=True, slots=True)
+class RerankCandidate:
+    text: str  # what the indexer embedded for the chunk (title > headings, then the quote)
+    dense: float | None = None  # retrieval's cosine, fused with the reranker's score as a prior
+    sparse: float | None = None  # retrieval's BM25 over the collection, likewise
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkBatch:
     chunks: list[Chunk]
     missing: list[str]

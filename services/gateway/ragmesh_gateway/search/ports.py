@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 
-from ragmesh_gateway.search.models import ChunkBatch, RerankedIndex, RetrievalQuery, RetrievalResult
+from ragmesh_gateway.search.models import ChunkBatch, RerankCandidate, RerankedIndex, RetrievalQuery, RetrievalResult
 
 
 class SearchBackend(abc.ABC):
@@ -26,5 +26,5 @@ class SearchBackend(abc.ABC):
 
 class Reranker(abc.ABC):
     @abc.abstractmethod
-    async def rerank(self, query: str, texts: list[str]) -> list[RerankedIndex]:
+    async def rerank(self, query: str, candidates: list[RerankCandidate]) -> list[RerankedIndex]:
         """Best first. Raises RagmeshError when the reranker is down or past its deadline."""

@@ -13,11 +13,18 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_common.index_schema import is_chunk_id
+from ragmesh_common.index_schema import embedding_text, is_chunk_id
 from ragmesh_common.telemetry import Stopwatch, query_hash
 
 from ragmesh_gateway.access import Caller
-from ragmesh_gateway.search.models import Chunk, Filters, RetrievalQuery, RetrievalResult, ScoredChunk
+from ragmesh_gateway.search.models import (
+    Chunk,
+    Filters,
+    RerankCandidate,
+    RetrievalQuery,
+    RetrievalResult,
+    ScoredChunk,
+)
 from ragmesh_gateway.search.ports import Reranker, SearchBackend
 from ragmesh_gateway.security.findings import GuardResult, SecuritySummary
 
@@ -181,7 +188,7 @@ class SearchService:
         if len(results) < 2:
             return list(results)
         try:
-            order = await self._reranker.rerank(query, [r.chunk.quote for r in results])
+            order = await self._reranker.rerank(query, [rerank_candidate(r) for r in results])
         except RagmeshError as exc:
             # Never silent: the response says so, a counter counts it, the log says why.
             degraded.append(RERANK)
@@ -218,6 +225,17 @@ class SearchService:
                 )
             )
         return out
+
+
+def rerank_candidate(result: ScoredChunk) -> RerankCandidate:
+    """The text the indexer embedded (so the reranker scores what was indexed, and a runtime that
+    cached the indexer's vectors needs no model call) with retrieval's scores as priors."""
+    chunk = result.chunk
+    return RerankCandidate(
+        text=embedding_text(chunk.title, chunk.heading_path, chunk.quote),
+        dense=result.scores.get("dense"),
+        sparse=result.scores.get("sparse"),
+    )
 
 
 def _report(guarded: list[GuardedChunk], labels: list[str]) -> GuardReport:
