@@ -1,0 +1,298 @@
+"""Search latency through the gateway, and the cost of the mesh: the same searches in-process.
+
+    .venv/bin/python bench/mesh_overhead.py --dataset DIR --state-dir S --database DB
+        [--split test] [--queries 300] [--concurrency 1,16] [--top-k 10] [--warmup 20] [--corpus ID]
+
+Input: an index that ``bench/eval_retrieval.py --dataset DIR --state-dir S --database DB`` built and
+kept: corpus ``<name>@eval`` (name: DIR's folder name, letters and digits only), its vector store
+under S, its registry in PostgreSQL database DB. S is only read (the processes append to S/logs).
+
+What it does:
+1. copies the vector store for the in-process path (the retrieval process will lock the original),
+   and the runtime's vector cache (S/runtime-vectors.npz) without the vectors of the queries this
+   run asks: the runtime loads the copy (and writes it back on exit), so a query that is fresh to
+   retrieval is fresh to the runtime too, however often S was searched before;
+2. starts the model runtime, retrieval, rerank and the gateway (``ragmesh_cli.mesh.Mesh``, with
+   bench/eval_mesh.py's environment; authentication off, no rate limits); the caller's environment
+   passes through, so RAGMESH_* settings reach every process and the in-process objects alike;
+3. builds the in-process pipeline (bench/inprocess_search.py): the gateway's SearchService and
+   injection guard over the retrieval service's HybridRetriever and the rerank service's
+   RerankService, in this process; the model runtime stays the separate server it is in the mesh;
+4. for each concurrency level c (``c`` clients, each sending its next query when the previous one
+   is answered), over a query set no earlier pass of this run has asked (the --split queries
+   first, then the others in queries.jsonl; SciFact: test for c=1, train for c=16):
+   - ``gateway_fresh``: POST /api/rag/v1/search through the gateway, queries new to every cache:
+     the runtime embeds each query (and any candidate passage it has not embedded before). The
+     figure for the target (c=1: p50 <= 50 ms, p99 <= 150 ms);
+   - ``gateway_warm``: the same queries again: retrieval's query-embedding LRU answers, and the
+     runtime's cache holds the query and candidate vectors;
+   - an untimed in-process pass over the same queries, which fills the in-process retriever's own
+     query-embedding LRU (the runtime's cache is shared and already warm);
+   - ``inprocess_warm``: the same queries through the in-process pipeline, timed;
+   then the ratio gateway_warm / inprocess_warm at p50 and p99 (goal <= 1.3), and ``same_results``:
+   the share of queries whose top-k chunk ids are the same in both warm passes.
+
+Output, one JSON line each: the config (corpus, index size, settings, environment overrides), a line
+per pass (latency in ms at the client: p50/p95/p99/mean/max, qps, errors, degraded responses, the
+1-minute load average; statistics from bench/search_latency.py), a ratio line per level. Every
+process started here is stopped on exit, Ctrl-C and SIGTERM included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from beir_dataset import load_beir  # noqa: E402
+from eval_mesh import DEFAULT_PG, EvalMesh, database_url, say  # noqa: E402
+from inprocess_search import InProcessPipeline  # noqa: E402
+from search_latency import measure  # noqa: E402
+
+from ragmesh_cli.mesh import Mesh  # noqa: E402
+
+SERVICES = ("runtime", "retrieval", "rerank", "gateway")
+SEARCH = "/api/rag/v1/search"
+GOAL_RATIO = 1.3
+GOAL_FRESH_MS = {"p50_ms": 50.0, "p99_ms": 150.0}  # one query at a time, through the gateway
+SECRET_WORDS = ("KEY", "TOKEN", "PASSWORD", "SECRET")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", required=True, type=Path, help="the BEIR folder the index was built from")
+    p.add_argument("--state-dir", required=True, type=Path, help="eval_retrieval.py's --state-dir")
+    p.add_argument("--database", required=True, help="eval_retrieval.py's --database")
+    p.add_argument("--split", default="test", help="its queries come first (the c=1 fresh pass)")
+    p.add_argument("--queries", type=int, default=300, help="queries per pass")
+    p.add_argument("--concurrency", default="1,16", help="comma-separated client counts")
+    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=20,
+                   help="queries of their own, asked of each path first (at least 1: they check the corpus)")
+    p.add_argument("--corpus", default="", help="corpus id (default: <dataset name>@eval)")
+    return p.parse_args(argv)
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+
+def query_pool(folder: Path, split: str) -> list[str]:
+    """Every distinct query text of the folder: the split's first, then the rest of queries.jsonl."""
+    first = list(load_beir(folder, split).queries.values())
+    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
+        rest = [json.loads(line)["text"] for line in handle if line.strip()]
+    return list(dict.fromkeys(q for q in (t.strip() for t in first + rest) if q))
+
+
+def query_sets(pool: list[str], per_pass: int, levels: int, warmup: int) -> tuple[list[list[str]], list[str]]:
+    """Disjoint sets, one per concurrency level, and warm-up queries none of them holds."""
+    fits = (len(pool) - warmup) // levels
+    if fits < per_pass:
+        say(f"{len(pool)} distinct queries: {fits} per pass, not {per_pass}, so every fresh pass is fresh")
+        per_pass = fits
+    if per_pass < 1:
+        raise SystemExit(f"{len(pool)} distinct queries are too few for {levels} levels and {warmup} warm-up")
+    return [pool[i * per_pass:(i + 1) * per_pass] for i in range(levels)], pool[len(pool) - warmup:]
+
+
+def scrub_runtime_cache(source: Path, target: Path, queries: list[str]) -> dict:
+    """Copy the runtime's vector cache without the entries of ``queries``.
+
+    The runtime keys each vector by the exact model input: [CLS] + WordPiece ids cut to 254 + [SEP],
+    for /embed and for the query of /rerank alike (ragmesh_runtime.encoder)."""
+    if not source.exists():
+        return {"file": str(source), "entries": 0, "removed": 0}
+    from tokenizers import Tokenizer
+
+    from ragmesh_runtime.encoder import MiniLmEncoder
+    from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
+
+    tokenizer = Tokenizer.from_file(str(verify(MINILM_TOKENIZER).path))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    limit = MiniLmEncoder.max_input_tokens - 2
+    keys = {(cls, *e.ids[:limit], sep) for e in tokenizer.encode_batch(queries, add_special_tokens=False)}
+    with np.load(source, allow_pickle=False) as data:
+        model, lengths, ids, vectors = data["model"], data["lengths"], data["ids"], data["vectors"]
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    keep = np.array([tuple(int(i) for i in ids[s:s + n]) not in keys for s, n in zip(starts, lengths)],
+                    dtype=bool)
+    kept_ids = np.concatenate([ids[s:s + n] for s, n, k in zip(starts, lengths, keep) if k] or [ids[:0]])
+    np.savez(target, model=model, lengths=lengths[keep], ids=kept_ids, vectors=vectors[keep])
+    return {"file": str(source), "entries": int(len(lengths)), "removed": int((~keep).sum())}
+
+
+# --- the mesh --------------------------------------------------------------------------------
+
+
+def build_mesh(state_dir: Path, db_url: str, runtime_cache: Path) -> Mesh:
+    mesh = EvalMesh(state_dir, db_url).mesh  # its environment: PostgreSQL, Redis, log level, OMP
+    mesh.extra_env.update({
+        "RAGMESH_RUNTIME_EMBED_CACHE_FILE": str(runtime_cache),
+        "RAGMESH_AUTH_MODE": "disabled",
+        "RAGMESH_RATE_LIMITS": "",  # empty: no rate limits
+    })
+    return mesh
+
+
+def start_mesh(mesh: Mesh) -> None:
+    env = mesh.env()
+    for svc in SERVICES:
+        mesh.start_one(svc, env)
+        mesh.wait_ready(svc, timeout=240)
+        say(f"{svc} ready")
+
+
+# --- the two paths ---------------------------------------------------------------------------
+
+Search = Callable[[str], Awaitable[tuple[list[str], list[str]]]]  # query -> (chunk ids, degraded)
+
+
+def gateway_search(client: httpx.AsyncClient, corpus: str, top_k: int) -> Search:
+    async def search(query: str) -> tuple[list[str], list[str]]:
+        resp = await client.post(SEARCH, json={"query": query, "top_k": top_k, "filters": {"corpus": corpus}})
+        resp.raise_for_status()
+        body = resp.json()
+        return [r["chunk_id"] for r in body["results"]], body["degraded"]
+
+    return search
+
+
+def inprocess_search(pipeline: InProcessPipeline, corpus: str, top_k: int) -> Search:
+    async def search(query: str) -> tuple[list[str], list[str]]:
+        outcome = await pipeline.search(query, top_k, corpus)
+        return [s.chunk.chunk_id for s in outcome.sources], outcome.degraded
+
+    return search
+
+
+async def run_pass(search: Search, queries: list[str], concurrency: int) -> tuple[dict, dict[str, list[str]]]:
+    """search_latency.measure over ``queries``; also each query's chunk ids, the degraded answers and
+    the first error."""
+    found: dict[str, list[str]] = {}
+    degraded = 0
+    first_error = ""
+
+    async def call(query: str) -> None:
+        nonlocal degraded, first_error
+        try:
+            ids, skipped = await search(query)
+        except Exception as exc:
+            first_error = first_error or f"{type(exc).__name__}: {exc}"[:300]
+            raise
+        found[query] = ids
+        degraded += bool(skipped)
+
+    stats = await measure(call, queries, concurrency)
+    stats["degraded"] = degraded
+    if first_error:
+        stats["first_error"] = first_error
+    return stats, found
+
+
+def same_share(a: dict[str, list[str]], b: dict[str, list[str]]) -> float | None:
+    common = [q for q in a if q in b]
+    return round(sum(a[q] == b[q] for q in common) / len(common), 4) if common else None
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps({"bench": "mesh_overhead", **fields}), flush=True)
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+async def warm_up(name: str, search: Search, queries: list[str], corpus: str) -> None:
+    stats, found = await run_pass(search, queries, 1)
+    if not any(found.values()):
+        raise SystemExit(f"{name}: the warm-up queries found nothing in corpus {corpus!r}: {stats}")
+
+
+async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search) -> None:
+    fresh, _ = await run_pass(via_gateway, queries, level)
+    if level == 1:
+        fresh["goal"] = GOAL_FRESH_MS
+        fresh["goal_met"] = all(fresh[k] <= limit for k, limit in GOAL_FRESH_MS.items())
+    emit(kind="pass", path="gateway_fresh", **fresh)
+    warm, via_gateway_found = await run_pass(via_gateway, queries, level)
+    emit(kind="pass", path="gateway_warm", **warm)
+    await run_pass(in_process, queries, level)  # untimed: fills the in-process query-embedding LRU
+    local, in_process_found = await run_pass(in_process, queries, level)
+    emit(kind="pass", path="inprocess_warm", **local)
+    emit(kind="ratio", concurrency=level, of="gateway_warm / inprocess_warm", goal=GOAL_RATIO,
+         p50=round(warm["p50_ms"] / local["p50_ms"], 3), p99=round(warm["p99_ms"] / local["p99_ms"], 3),
+         same_results=same_share(via_gateway_found, in_process_found), queries=len(queries))
+
+
+async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
+                      levels: list[int], sets: list[list[str]], warmup: list[str], config: dict) -> None:
+    limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
+    try:
+        await pipeline.open()
+        async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits) as client:
+            via_gateway = gateway_search(client, corpus, args.top_k)
+            in_process = inprocess_search(pipeline, corpus, args.top_k)
+            await warm_up("gateway", via_gateway, warmup, corpus)
+            await warm_up("in-process", in_process, warmup, corpus)
+            emit(kind="config", corpus=corpus, **config, index=await pipeline.index_stats(corpus))
+            for level, queries in zip(levels, sets):
+                await measure_level(level, queries, via_gateway, in_process)
+    finally:
+        await pipeline.close()
+
+
+def run_config(args: argparse.Namespace, levels: list[int], sets: list[list[str]],
+               pipeline: InProcessPipeline, cache: dict) -> dict:
+    overrides = {k: v for k, v in sorted(os.environ.items())
+                 if k.startswith(("RAGMESH_", "OMP_")) and not any(w in k for w in SECRET_WORDS)}
+    rerank = pipeline.rerank_settings
+    return {
+        "dataset": str(args.dataset), "split": args.split, "top_k": args.top_k, "concurrency": levels,
+        "queries_per_pass": len(sets[0]), "warmup": args.warmup, "cpus": len(os.sched_getaffinity(0)),
+        "gateway_candidates": pipeline.gateway_settings.search_candidates,
+        "retrieval_candidates": pipeline.retrieval_settings.limits.candidates,
+        "retrieval_mode": pipeline.retrieval_settings.limits.mode,
+        "rerank_priors": {"dense": rerank.prior_dense, "sparse": rerank.prior_sparse},
+        "runtime_cache": cache, "env": overrides,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # SIGTERM (and SIGINT, which a background job ignores) must still stop the processes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    levels = [int(c) for c in args.concurrency.split(",")]
+    pool = query_pool(args.dataset, args.split)
+    sets, warmup = query_sets(pool, args.queries, len(levels), max(1, args.warmup))
+    name = load_beir(args.dataset, args.split).name
+    corpus = args.corpus or f"{''.join(c for c in name.lower() if c.isalnum()) or 'eval'}@eval"
+    server = os.environ.get("RAGMESH_TEST_POSTGRES_URL", DEFAULT_PG)
+    with tempfile.TemporaryDirectory(prefix="ragmesh-mesh-overhead-") as temp:
+        work = Path(temp)
+        cache = scrub_runtime_cache(args.state_dir / "runtime-vectors.npz", work / "runtime-vectors.npz",
+                                    [q for s in sets for q in s])
+        mesh = build_mesh(args.state_dir, database_url(server, args.database), work / "runtime-vectors.npz")
+        pipeline = InProcessPipeline(mesh.env(), work)  # copies the store before retrieval locks it
+        try:
+            start_mesh(mesh)
+            config = run_config(args, levels, sets, pipeline, cache)
+            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config))
+        finally:
+            mesh.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
