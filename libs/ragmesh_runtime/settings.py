@@ -86,14 +86,18 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
 
 class RerankSettings(msgspec.Struct, frozen=True):
     method: str = "blend"  # RAGMESH_RUNTIME_RERANK_METHOD, one of RERANK_METHODS
-    window_tokens: int = 128  # RAGMESH_RUNTIME_RERANK_WINDOW_TOKENS
-    window_stride: int = 96  # RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE
+    # One window holds a whole default-sized chunk (600 characters and its title, 150-200 tokens),
+    # so its first window is the very sequence the indexer embedded: a vector-cache hit.
+    window_tokens: int = 254  # RAGMESH_RUNTIME_RERANK_WINDOW_TOKENS
+    window_stride: int = 192  # RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE
     max_windows: int = 16  # RAGMESH_RUNTIME_RERANK_MAX_WINDOWS per text
     wordllama_weight: float = 0.3  # RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT (minilm-window+wordllama)
     # "blend": weights of the per-request z-scores of each signal (tuned on SciFact train, see
     # docs/evaluation.md). A weight of 0 skips computing that signal.
+    # WordLlama earned no weight once the rerank service fuses retrieval's scores (SciFact train,
+    # bench/tune_rerank.py), so by default it is not even loaded.
     blend_minilm: float = 1.0  # RAGMESH_RUNTIME_RERANK_BLEND_MINILM
-    blend_wordllama: float = 0.25  # RAGMESH_RUNTIME_RERANK_BLEND_WORDLLAMA
+    blend_wordllama: float = 0.0  # RAGMESH_RUNTIME_RERANK_BLEND_WORDLLAMA
     blend_bm25: float = 1.0  # RAGMESH_RUNTIME_RERANK_BLEND_BM25
     # Most texts per /rerank request. Separate from /embed's max_client_batch_size because the
     # blend normalises over the request: a caller's candidate list must fit in one request.

@@ -9,8 +9,8 @@ import msgspec
 from ragmesh_common.settings import METRICS_PORTS, addr, env_float, env_int, env_str
 
 # bench/tune_rerank.py on SciFact train (docs/evaluation.md).
-DEFAULT_PRIOR_DENSE = 0.0
-DEFAULT_PRIOR_SPARSE = 1.0
+DEFAULT_PRIOR_DENSE = 1.0
+DEFAULT_PRIOR_SPARSE = 0.25
 
 
 class RerankSettings(msgspec.Struct, frozen=True):

@@ -129,7 +129,7 @@ def test_a_chunk_embedded_once_is_a_cache_hit_when_reranked(runtime_models):
 
 
 def test_text_feature_caches_return_what_the_models_compute(runtime_models):
-    settings = RuntimeSettings(rerank=RerankSettings(method="blend"))
+    settings = RuntimeSettings(rerank=RerankSettings(method="blend", blend_wordllama=0.25))
     loaded = load_models(settings)
     texts = ["Bananas are yellow.", "The server listens on port 8080.", "表格和代码块保持完整。"]
     fresh_ids = [e.ids for e in loaded.encoder._tokenizer.encode_batch(texts, add_special_tokens=False)]

@@ -117,7 +117,7 @@ def test_info_has_tei_fields_and_says_what_it_really_computes(client):
     assert info["max_input_length"] == 256
     honest = info["ragmesh"]
     assert "NOT a cross-encoder" in honest["endpoints"]["/rerank"]
-    assert "128-token windows" in honest["endpoints"]["/rerank"]
+    assert "254-token windows" in honest["endpoints"]["/rerank"]
     assert "not an LLM" in honest["endpoints"]["/v1/chat/completions"]
     assert "not-an-llm" in honest["generator_model_id"]
     files = {f["file"]: f for f in honest["model_files"]}
@@ -162,7 +162,8 @@ def test_metrics_count_unknown_paths_under_one_label(client):
         # normalises over the request), RerankSettings.max_texts = 128.
         ("/rerank", {"query": "q", "texts": ["a"] * 129}, 413, "Validation"),
         ("/rerank", {"query": "q"}, 422, "Validation"),
-        ("/rerank", {"query": "q", "texts": ["word " * 3000], "truncate": False}, 413, "Validation"),
+        # 6,000 tokens need 31 windows of 254 (stride 192); at most 16 are scored.
+        ("/rerank", {"query": "q", "texts": ["word " * 6000], "truncate": False}, 413, "Validation"),
         ("/rerank", {"query": "word " * 300, "texts": ["a"], "truncate": False}, 413, "Validation"),
     ],
 )
