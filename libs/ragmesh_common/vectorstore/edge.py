@@ -11,8 +11,10 @@ Semantics are QdrantVectorStore's over local mode, float for float where the por
   brute force is; in Rust that costs ~2-3 ms at 12k points of 384 dims and ~10 ms at 50k;
 - hybrid: the dense and the BM25 candidate lists (each with the full filter) come from one
   ``query_batch``; RRF runs here with qdrant-client's formula and tie order, so ``fused`` equals
-  local mode's; ``dense`` is the cosine recomputed from the stored vector, as QdrantVectorStore does;
-- sparse scores use the engine's IDF modifier over the whole collection, as local mode does.
+  local mode's; ``dense`` is the exact search's cosine, or for a hit from the BM25 list alone the
+  cosine recomputed from its stored vector, as QdrantVectorStore does for every hit (equal to 1e-6);
+- sparse scores use the engine's IDF modifier over the whole collection, as local mode does; every
+  fused hit carries its BM25 score (one more sparse query over the ids the BM25 list lacked).
 
 Every engine call runs on one worker thread: the engine releases the GIL while it searches, and one
 thread orders writes before the reads that follow them.
@@ -273,17 +275,25 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
     )
     if not fused:
         return []
-    records = {str(r.id): r for r in shard.retrieve([i for i, _ in fused], True, [DENSE])}
-    bm25 = _sparse_scores(shard, sparse, point_filter, sparse_list, [i for i, _ in fused])
+    ids = [i for i, _ in fused]
+    records = {str(r.id): r for r in shard.retrieve(ids, True, False)}
+    # The exact dense search already scored its candidates (cosine of normalised vectors); only the
+    # hits that came from the BM25 list alone need their stored vector read.
+    cosines = {str(p.id): float(p.score) for p in dense_list}
+    missing = [i for i in ids if i not in cosines]
+    if missing:
+        for record in shard.retrieve(missing, False, [DENSE]):
+            stored = (record.vector or {}).get(DENSE)
+            if stored is not None:
+                cosines[str(record.id)] = cosine(dense, stored)
+    bm25 = _sparse_scores(shard, sparse, point_filter, sparse_list, ids)
     hits = []
     for point_id, score in fused:
         record = records.get(point_id)
         if record is None:  # cannot happen while one thread both writes and reads
             continue
-        stored = (record.vector or {}).get(DENSE)
         hits.append(ScoredHit(id=point_id, fused=score, payload=record.payload or {},
-                              dense=cosine(dense, stored) if stored is not None else None,
-                              sparse=bm25.get(point_id, 0.0)))
+                              dense=cosines.get(point_id), sparse=bm25.get(point_id, 0.0)))
     return hits
 
 
