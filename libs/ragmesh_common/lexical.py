@@ -113,6 +113,10 @@ class LexicalEncoder:
                     out.append(piece)
         return out
 
+    def term_ids(self, text: str) -> list[int]:
+        """The text's tokens as the sparse vector's term indices, in order, repeats kept."""
+        return [self._index(t) for t in self.tokens(text)]
+
     def token_count(self, text: str) -> int:
         """A document's length in tokens; the mean over a corpus is ``avg_len``."""
         return len(self.tokens(text))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ragmesh_runtime.lru import LruCache
 from ragmesh_runtime.pooling import l2_normalize, mean_pool
+from ragmesh_runtime.text_features import TextFeatureCache
 
 
 class MiniLmEncoder:
@@ -23,14 +24,14 @@ class MiniLmEncoder:
     max_input_tokens = 256
 
     def __init__(
-        self, session, tokenizer, *, batch_size: int = 32, max_batch_tokens: int = 8192, cache_entries: int = 0
+        self, session, tokenizer, *, batch_size: int = 32, max_batch_tokens: int = 8192, cache_entries: int = 0,
+        tokenizer_tag: str = "",
     ) -> None:
         self._session = session
         self.cache = SequenceVectorCache(cache_entries)
-        # Token ids by text: a reranked chunk recurs across queries, and WordPiece over 50
-        # candidates costs more than scoring them from cached vectors. 2 bytes per id.
-        self.token_cache: LruCache[str, array] = LruCache(cache_entries)
-        self._id_type = "H" if tokenizer.get_vocab_size() <= 0xFFFF else "I"
+        # Token ids by text (ragmesh_runtime.text_features): 2 bytes per id for this vocabulary.
+        self.token_cache = TextFeatureCache(cache_entries, "H" if tokenizer.get_vocab_size() <= 0xFFFF else "I",
+                                            tag=f"wordpiece:{tokenizer_tag}")
         self._tokenizer = tokenizer
         self._batch_size = max(1, batch_size)
         self._max_batch_tokens = max(self.max_input_tokens, max_batch_tokens)
@@ -49,6 +50,7 @@ class MiniLmEncoder:
         batch_size: int = 32,
         max_batch_tokens: int = 8192,
         cache_entries: int = 0,
+        tokenizer_tag: str = "",
     ) -> MiniLmEncoder:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -67,17 +69,17 @@ class MiniLmEncoder:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         return cls(session, tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
-                   cache_entries=cache_entries)
+                   cache_entries=cache_entries, tokenizer_tag=tokenizer_tag)
 
     def token_ids(self, texts: Sequence[str]) -> list[Sequence[int]]:
         """WordPiece ids of each text, without [CLS]/[SEP] and without truncation."""
-        out: list[Sequence[int] | None] = [self.token_cache.get(text) for text in texts]
+        keys, out = self.token_cache.lookup(texts)
         todo = [i for i, ids in enumerate(out) if ids is None]
         if todo:
             encodings = self._tokenizer.encode_batch([texts[i] for i in todo], add_special_tokens=False)
             for index, encoding in zip(todo, encodings):
-                ids = array(self._id_type, encoding.ids)
-                self.token_cache.put(texts[index], ids)
+                ids = array(self.token_cache.typecode, encoding.ids)
+                self.token_cache.put(keys[index], ids)
                 out[index] = ids
         return out  # type: ignore[return-value]
 

@@ -17,7 +17,9 @@ from ragmesh_runtime.model_files import (
     enforce_offline,
     verify,
 )
+from ragmesh_runtime.relevance import bm25_term_cache
 from ragmesh_runtime.settings import RuntimeSettings
+from ragmesh_runtime.text_features import TextFeatureCache
 from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
 
 
@@ -27,6 +29,14 @@ class LoadedModels:
     wordllama: WordLlamaSimilarity | None
     files: tuple[VerifiedFile, ...]
     load_seconds: float
+    bm25_terms: TextFeatureCache | None = None  # request BM25's term ids by text
+
+    def cache_files(self, vector_file: Path) -> dict[Path, TextFeatureCache]:
+        """Where each text feature cache is kept, beside the vector cache file."""
+        caches = {vector_file.with_name(vector_file.stem + ".wordpiece.npz"): self.encoder.token_cache}
+        if self.bm25_terms is not None:
+            caches[vector_file.with_name(vector_file.stem + ".bm25-terms.npz")] = self.bm25_terms
+        return caches
 
 
 def load_models(settings: RuntimeSettings) -> LoadedModels:
@@ -45,13 +55,19 @@ def load_models(settings: RuntimeSettings) -> LoadedModels:
         batch_size=embedding.batch_size,
         max_batch_tokens=embedding.max_batch_tokens,
         cache_entries=embedding.cache_entries,
+        tokenizer_tag=tokenizer_file.sha256,
     )
-    if embedding.cache_file:
-        encoder.cache.load(Path(embedding.cache_file), onnx_file.sha256)
+    bm25_terms = bm25_term_cache(embedding.cache_entries)
     files = [onnx_file, tokenizer_file]
     wordllama = None
     if settings.rerank.uses_wordllama:
         weights, tokenizer = verify(WORDLLAMA_WEIGHTS), verify(WORDLLAMA_TOKENIZER)
         wordllama = WordLlamaSimilarity.load(weights.path.parent.parent, embedding.cache_entries)
         files += [weights, tokenizer]
-    return LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started)
+    models = LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started, bm25_terms)
+    if embedding.cache_file:
+        vector_file = Path(embedding.cache_file)
+        encoder.cache.load(vector_file, onnx_file.sha256)
+        for path, cache in models.cache_files(vector_file).items():
+            cache.load(path)
+    return models

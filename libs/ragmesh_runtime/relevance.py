@@ -8,10 +8,12 @@ trained reranker's.
 from __future__ import annotations
 
 import abc
+import json
 import math
 import re
+from array import array
 from collections import Counter
-from typing import Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -20,9 +22,9 @@ from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.scoring import standardised
 from ragmesh_runtime.encoder import MiniLmEncoder
 from ragmesh_runtime.generator.extractive import is_mostly_cjk
-from ragmesh_runtime.lru import LruCache
 from ragmesh_runtime.pooling import token_windows
 from ragmesh_runtime.settings import RerankSettings
+from ragmesh_runtime.text_features import TextFeatureCache
 from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
 
 
@@ -38,6 +40,9 @@ class RelevanceScorer(abc.ABC):
         """The scores in [0, 1] for TEI's raw_scores=false, in the same order. A cosine is clamped
         (kept as is where it is already positive); scorers with other ranges override this."""
         return scores.clip(0.0, 1.0)
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Cache what scoring ``texts`` later needs (they were just embedded); nothing by default."""
 
 
 class MiniLmWindowScorer(RelevanceScorer):
@@ -123,10 +128,11 @@ class RequestBm25Scorer(RelevanceScorer):
 
     def __init__(
         self, encoder: LexicalEncoder | None = None, k1: float = 1.2, b: float = 0.75, cjk_bigram_weight: float = 0.5,
-        cache_entries: int = 0,
+        terms: TextFeatureCache | None = None,
     ) -> None:
         self._encoder = encoder or LexicalEncoder()
-        self._tokens: LruCache[str, list[str]] = LruCache(cache_entries)  # stemming is the cost
+        # Term ids by text (stemming is the cost); see ragmesh_runtime.text_features.
+        self._terms = terms if terms is not None else bm25_term_cache(0, self._encoder)
         self._k1 = k1
         self._b = b
         self._bigram_weight = cjk_bigram_weight
@@ -137,20 +143,24 @@ class RequestBm25Scorer(RelevanceScorer):
         )
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
-        words = self._bm25(self._encoder.tokens(query), [self._text_tokens(text) for text in texts])
+        words = self._bm25(self._encoder.term_ids(query), self._text_terms(texts))
         if not self._bigram_weight or not is_mostly_cjk(query):
             return words.astype(np.float32)
         bigrams = self._bm25(han_bigrams(query), [han_bigrams(text) for text in texts])
         return (standardised(words) + self._bigram_weight * standardised(bigrams)).astype(np.float32)
 
-    def _text_tokens(self, text: str) -> list[str]:
-        tokens = self._tokens.get(text)
-        if tokens is None:
-            tokens = self._encoder.tokens(text)
-            self._tokens.put(text, tokens)
-        return tokens
+    def prepare(self, texts: Sequence[str]) -> None:
+        self._text_terms(texts)
 
-    def _bm25(self, query_terms: list[str], text_terms: list[list[str]]) -> np.ndarray:
+    def _text_terms(self, texts: Sequence[str]) -> list[Sequence[int]]:
+        keys, found = self._terms.lookup(texts)
+        for index, terms in enumerate(found):
+            if terms is None:
+                found[index] = terms = array(self._terms.typecode, self._encoder.term_ids(texts[index]))
+                self._terms.put(keys[index], terms)
+        return found  # type: ignore[return-value]
+
+    def _bm25(self, query_terms: Sequence[Hashable], text_terms: Sequence[Sequence[Hashable]]) -> np.ndarray:
         terms = set(query_terms)
         counts = [Counter(tokens) for tokens in text_terms]
         lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
@@ -166,6 +176,12 @@ class RequestBm25Scorer(RelevanceScorer):
             norm = self._k1 * (1.0 - self._b + self._b * lengths / average)
             scores += idf * tf * (self._k1 + 1.0) / (tf + norm)
         return scores
+
+
+def bm25_term_cache(entries: int, encoder: LexicalEncoder | None = None) -> TextFeatureCache:
+    """Term ids by text for request BM25, tagged with the tokenizer config that made them."""
+    config = (encoder or LexicalEncoder()).config_dict()
+    return TextFeatureCache(entries, "q", tag="bm25-terms:" + json.dumps(config, sort_keys=True))
 
 
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -218,6 +234,11 @@ class ZBlendScorer(RelevanceScorer):
         # at 0, so squash it with the logistic function, which keeps the order.
         return (1.0 / (1.0 + np.exp(-scores.astype(np.float64)))).astype(np.float32)
 
+    def prepare(self, texts: Sequence[str]) -> None:
+        for _, signal in self._signals:
+            if isinstance(signal, RelevanceScorer):
+                signal.prepare(texts)
+
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         total = np.zeros(len(texts), dtype=np.float64)
         chinese = bool(self._english_only) and is_mostly_cjk(query)
@@ -233,7 +254,8 @@ class ZBlendScorer(RelevanceScorer):
 
 
 def build_scorer(
-    settings: RerankSettings, encoder: MiniLmEncoder, wordllama: WordLlamaSimilarity | None, cache_entries: int = 0
+    settings: RerankSettings, encoder: MiniLmEncoder, wordllama: WordLlamaSimilarity | None,
+    bm25_terms: TextFeatureCache | None = None,
 ) -> RelevanceScorer:
     window = MiniLmWindowScorer(encoder, settings.window_tokens, settings.window_stride, settings.max_windows)
     if settings.method == "minilm-window":
@@ -248,6 +270,6 @@ def build_scorer(
         return ZBlendScorer([
             (settings.blend_minilm, window),
             (settings.blend_wordllama, wordllama),
-            (settings.blend_bm25, RequestBm25Scorer(cache_entries=cache_entries)),
+            (settings.blend_bm25, RequestBm25Scorer(terms=bm25_terms)),
         ], english_only=[window] + ([wordllama] if wordllama is not None else []))
     raise ValueError(f"unknown rerank method {settings.method!r}")

@@ -52,8 +52,7 @@ class RuntimeService:
         self.models = models
         self.settings = settings
         self.executor = executor or InferenceExecutor()
-        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama,
-                                             settings.embedding.cache_entries)
+        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama, models.bm25_terms)
         self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
         self._in_flight = 0
         self.started_at = time.time()
@@ -84,7 +83,11 @@ class RuntimeService:
                 if truncate_left:
                     ids = ids[len(ids) - (limit - 2) :]
             sequences.append(encoder.sequence(ids))
-        return encoder.embed_sequences(sequences, normalize=normalize)
+        vectors = encoder.embed_sequences(sequences, normalize=normalize)
+        # A text embedded now (a chunk, at index time) is reranked later: read it for the reranker
+        # too while it is at hand (WordPiece ids are already cached by token_ids above).
+        self.scorer.prepare(texts)
+        return vectors
 
     # -- rerank -----------------------------------------------------------------------------
     async def rerank(self, query: str, texts: Sequence[str], truncate: bool | None) -> np.ndarray:
@@ -167,4 +170,5 @@ class RuntimeService:
             from ragmesh_runtime.model_files import MINILM_ONNX
 
             saved = self.models.encoder.cache.save(Path(cache_file), MINILM_ONNX.sha256)
-            log.info("embedding cache saved: %d vectors", saved)
+            texts = {path.name: cache.save(path) for path, cache in self.models.cache_files(Path(cache_file)).items()}
+            log.info("embedding cache saved: %d vectors; text features %s", saved, texts)

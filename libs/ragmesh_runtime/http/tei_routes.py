@@ -110,7 +110,9 @@ def build_info(service: RuntimeService) -> dict[str, object]:
             "rerank_max_texts": settings.rerank.max_texts,
             "embedding_cache": (
                 f"LRU of {settings.embedding.cache_entries} vectors keyed by the exact token ids, shared by "
-                "/embed and /rerank windows (a hit returns the vector the model computed before)"
+                "/embed and /rerank windows (a hit returns the vector the model computed before); LRUs of "
+                "the same size keep each text's WordPiece ids and BM25 term ids, so reranking a text seen "
+                "before reads it from memory"
                 if settings.embedding.cache_entries else "off"
             ),
             "rerank_scores": "raw_scores=false clamps the score to [0, 1]; it is not a probability",

@@ -140,3 +140,34 @@ def test_text_feature_caches_return_what_the_models_compute(runtime_models):
     again = loaded.wordllama.cosine_to_query("server port", texts)
     assert loaded.wordllama.cache.hits >= len(texts)
     np.testing.assert_allclose(again, first, rtol=0, atol=1e-7)
+
+
+def test_a_restarted_runtime_reads_reranked_texts_from_its_cache_files(tmp_path):
+    settings = RuntimeSettings(
+        embedding=msgspec.structs.replace(RuntimeSettings().embedding, cache_file=str(tmp_path / "vectors.npz")),
+        rerank=RerankSettings(method="blend"),
+    )
+    texts = ["The indexer embeds each chunk once.", "Rerank reads the chunk again for every query."]
+    first = load_models(settings)
+    with TestClient(app=create_app(settings, first)) as client:
+        before = client.post("/rerank", json={"query": "rerank a chunk", "texts": texts, "raw_scores": True}).json()
+    # Shutdown wrote the vectors and both text feature caches beside the vector file.
+    assert {p.name for p in tmp_path.iterdir()} >= {"vectors.npz", "vectors.wordpiece.npz", "vectors.bm25-terms.npz"}
+    second = load_models(settings)
+    with TestClient(app=create_app(settings, second)) as client:
+        after = client.post("/rerank", json={"query": "rerank a chunk", "texts": texts, "raw_scores": True}).json()
+    assert second.encoder.token_cache.hits >= len(texts) and second.bm25_terms.hits >= len(texts)
+    assert [r["index"] for r in after] == [r["index"] for r in before]
+    assert [r["score"] for r in after] == pytest.approx([r["score"] for r in before], abs=1e-5)
+
+
+def test_embedding_a_text_prepares_it_for_rerank(runtime_models):
+    settings = RuntimeSettings(rerank=RerankSettings(method="blend"))
+    loaded = load_models(settings)
+    texts = ["Chunks are embedded once at index time.", "Their BM25 terms are read then, too."]
+    with TestClient(app=create_app(settings, loaded)) as client:
+        client.post("/embed", json={"inputs": texts})
+        words, terms = loaded.encoder.token_cache.hits, loaded.bm25_terms.hits
+        client.post("/rerank", json={"query": "embedded chunks", "texts": texts})
+    assert loaded.encoder.token_cache.hits >= words + len(texts)
+    assert loaded.bm25_terms.hits == terms + len(texts)
