@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.index_schema import embedding_text
 
 from ragmesh_gateway.access import Caller
 from ragmesh_gateway.deps import count_degraded
@@ -188,6 +189,21 @@ class InProcessPipeline:
         assert self.search_service is not None, "open() first"
         params = SearchParams(query=query, top_k=top_k, filters=Filters(corpora=(corpus,)))
         return await self.search_service.search(params, self.caller)
+
+    async def chunk_texts(self) -> list[str]:
+        """What the indexer embedded for every point of the store copy (index_schema.embedding_text)."""
+        assert self.retrieval is not None, "open() first"
+        store = self.retrieval.store
+        texts: list[str] = []
+        for collection in sorted(set((await store.get_aliases()).values())):
+            offset = None
+            while True:
+                points, offset = await store.scroll(collection, offset=offset, limit=512)
+                texts.extend(embedding_text(p.payload.get("title", ""), p.payload.get("heading_path", []),
+                                            p.payload.get("quote", "")) for p in points)
+                if offset is None:
+                    break
+        return texts
 
     async def index_stats(self, corpus: str) -> dict:
         assert self.retrieval is not None, "open() first"

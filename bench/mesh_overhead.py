@@ -15,10 +15,14 @@ What it does:
 2. starts the model runtime, retrieval, rerank and the gateway (``ragmesh_cli.mesh.Mesh``, with
    bench/eval_mesh.py's environment; authentication off, no rate limits); the caller's environment
    passes through, so RAGMESH_* settings reach every process and the in-process objects alike;
-3. builds the in-process pipeline (bench/inprocess_search.py): the gateway's SearchService and
+3. replays the indexer's /embed calls: every chunk's embedded text, sent to the runtime as the
+   indexer sent it when it built the index (vectors come from the cache; no model runs). A new
+   runtime process is otherwise colder than the one that indexed: /embed also keeps each text's
+   WordPiece ids and BM25 terms for the reranker. ``--no-replay`` measures the colder state;
+4. builds the in-process pipeline (bench/inprocess_search.py): the gateway's SearchService and
    injection guard over the retrieval service's HybridRetriever and the rerank service's
    RerankService, in this process; the model runtime stays the separate server it is in the mesh;
-4. for each concurrency level c (``c`` clients, each sending its next query when the previous one
+5. for each concurrency level c (``c`` clients, each sending its next query when the previous one
    is answered), over a query set no earlier pass of this run has asked (the --split queries
    first, then the others in queries.jsonl; SciFact: test for c=1, train for c=16):
    - ``gateway_fresh``: POST /api/rag/v1/search through the gateway, queries new to every cache:
@@ -47,6 +51,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -81,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=20,
                    help="queries of their own, asked of each path first (at least 1: they check the corpus)")
     p.add_argument("--corpus", default="", help="corpus id (default: <dataset name>@eval)")
+    p.add_argument("--no-replay", action="store_true",
+                   help="skip replaying the indexer's /embed calls (start from a runtime that never saw the chunks)")
     return p.parse_args(argv)
 
 
@@ -107,7 +114,7 @@ def query_sets(pool: list[str], per_pass: int, levels: int, warmup: int) -> tupl
 
 
 def scrub_runtime_cache(source: Path, target: Path, queries: list[str]) -> dict:
-    """Copy the runtime's vector cache without the entries of ``queries``.
+    """Copy the runtime's vector cache (and its text feature caches) without the entries of ``queries``.
 
     The runtime keys each vector by the exact model input: [CLS] + WordPiece ids cut to 254 + [SEP],
     for /embed and for the query of /rerank alike (ragmesh_runtime.encoder)."""
@@ -117,6 +124,7 @@ def scrub_runtime_cache(source: Path, target: Path, queries: list[str]) -> dict:
 
     from ragmesh_runtime.encoder import MiniLmEncoder
     from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
+    from ragmesh_runtime.text_features import copy_without
 
     tokenizer = Tokenizer.from_file(str(verify(MINILM_TOKENIZER).path))
     tokenizer.no_padding()
@@ -131,7 +139,14 @@ def scrub_runtime_cache(source: Path, target: Path, queries: list[str]) -> dict:
                     dtype=bool)
     kept_ids = np.concatenate([ids[s:s + n] for s, n, k in zip(starts, lengths, keep) if k] or [ids[:0]])
     np.savez(target, model=model, lengths=lengths[keep], ids=kept_ids, vectors=vectors[keep])
-    return {"file": str(source), "entries": int(len(lengths)), "removed": int((~keep).sum())}
+    report = {"file": str(source), "entries": int(len(lengths)), "removed": int((~keep).sum())}
+    # The text feature caches beside it (WordPiece ids, BM25 terms; ragmesh_runtime.text_features),
+    # likewise without the queries, under the names the runtime derives from the vector file's.
+    for suffix in (".wordpiece.npz", ".bm25-terms.npz"):
+        entries, removed = copy_without(source.with_name(source.stem + suffix),
+                                        target.with_name(target.stem + suffix), queries)
+        report[suffix.strip(".").removesuffix(".npz")] = {"entries": entries, "removed": removed}
+    return report
 
 
 # --- the mesh --------------------------------------------------------------------------------
@@ -236,11 +251,28 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
          same_results=same_share(via_gateway_found, in_process_found), queries=len(queries))
 
 
+async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, batch: int = 32) -> dict:
+    """Send the runtime every chunk's embedded text, as the indexer did when it built the index.
+
+    The runtime here is a new process over a copy of its vector cache, so no model runs; what this
+    restores is the rest of that runtime's state: /embed reads each text for the reranker too
+    (WordPiece ids, BM25 terms), and a deployed runtime did that while it indexed."""
+    texts = await pipeline.chunk_texts()
+    started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=runtime_url, timeout=120) as client:
+        for start in range(0, len(texts), batch):
+            resp = await client.post("/embed", json={"inputs": texts[start:start + batch], "truncate": True})
+            resp.raise_for_status()
+    return {"texts": len(texts), "seconds": round(time.perf_counter() - started, 1)}
+
+
 async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
                       levels: list[int], sets: list[list[str]], warmup: list[str], config: dict) -> None:
     limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
     try:
         await pipeline.open()
+        if not args.no_replay:
+            config["replayed_index_embeds"] = await replay_index_embeds(pipeline, mesh.endpoints()["runtime"])
         async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits) as client:
             via_gateway = gateway_search(client, corpus, args.top_k)
             in_process = inprocess_search(pipeline, corpus, args.top_k)
