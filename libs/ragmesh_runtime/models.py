@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 from dataclasses import dataclass
 
+from ragmesh_runtime.e5_similarity import E5Similarity
 from ragmesh_runtime.encoder import MiniLmEncoder
 from ragmesh_runtime.model_files import (
+    E5_MODEL,
     MINILM_ONNX,
     MINILM_TOKENIZER,
     WORDLLAMA_TOKENIZER,
@@ -30,12 +32,15 @@ class LoadedModels:
     files: tuple[VerifiedFile, ...]
     load_seconds: float
     bm25_terms: TextFeatureCache | None = None  # request BM25's term ids by text
+    e5: E5Similarity | None = None  # the reranker's signal for Chinese queries
 
     def cache_files(self, vector_file: Path) -> dict[Path, TextFeatureCache]:
         """Where each text feature cache is kept, beside the vector cache file."""
         caches = {vector_file.with_name(vector_file.stem + ".wordpiece.npz"): self.encoder.token_cache}
         if self.bm25_terms is not None:
             caches[vector_file.with_name(vector_file.stem + ".bm25-terms.npz")] = self.bm25_terms
+        if self.e5 is not None:
+            caches[vector_file.with_name(vector_file.stem + ".e5-passages.npz")] = self.e5.cache
         return caches
 
 
@@ -64,7 +69,13 @@ def load_models(settings: RuntimeSettings) -> LoadedModels:
         weights, tokenizer = verify(WORDLLAMA_WEIGHTS), verify(WORDLLAMA_TOKENIZER)
         wordllama = WordLlamaSimilarity.load(weights.path.parent.parent, embedding.cache_entries)
         files += [weights, tokenizer]
-    models = LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started, bm25_terms)
+    e5 = None
+    if settings.rerank.uses_e5:
+        e5_file = verify(E5_MODEL)
+        e5 = E5Similarity.load(e5_file.path, e5_file.sha256, threads=embedding.threads,
+                               cache_entries=embedding.cache_entries)
+        files.append(e5_file)
+    models = LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started, bm25_terms, e5)
     if embedding.cache_file:
         vector_file = Path(embedding.cache_file)
         encoder.cache.load(vector_file, onnx_file.sha256)

@@ -20,6 +20,7 @@ import numpy as np
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.scoring import standardised
+from ragmesh_runtime.e5_similarity import E5Similarity
 from ragmesh_runtime.encoder import MiniLmEncoder
 from ragmesh_runtime.generator.extractive import is_mostly_cjk
 from ragmesh_runtime.pooling import token_windows
@@ -207,19 +208,27 @@ class ZBlendScorer(RelevanceScorer):
 
     def __init__(
         self,
-        signals: Sequence[tuple[float, RelevanceScorer | WordLlamaSimilarity]],
-        english_only: Sequence[RelevanceScorer] = (),
+        signals: Sequence[tuple[float, RelevanceScorer | WordLlamaSimilarity | E5Similarity]],
+        english_only: Sequence[object] = (),
+        chinese_only: Sequence[object] = (),
     ) -> None:
         self._signals = [(w, s) for w, s in signals if w != 0.0 and s is not None]
         # Signals from models trained on English sit out queries written mostly in Chinese, where
-        # their scores are noise (the generator follows the same rule; see docs/evaluation.md).
+        # their scores are noise (the generator follows the same rule; see docs/evaluation.md);
+        # the multilingual one serves only those, where it is worth its cost.
         self._english_only = tuple(english_only)
+        self._chinese_only = tuple(chinese_only)
         if not self._signals:
             raise ValueError("the blend needs at least one signal with a non-zero weight")
         parts = []
         for weight, signal in self._signals:
-            described = signal.description if isinstance(signal, RelevanceScorer) else (
-                "WordLlama (l2_supercat, static 256-d token embeddings, average-pooled) cosine of the whole text")
+            if isinstance(signal, RelevanceScorer):
+                described = signal.description
+            elif isinstance(signal, E5Similarity):
+                described = ("multilingual-e5-small (4-bit) cosine of query and passage, for queries mostly "
+                             "in Chinese only")
+            else:
+                described = "WordLlama (l2_supercat, static 256-d token embeddings, average-pooled) cosine of the whole text"
             parts.append(f"{weight:g} x z[{described}]")
         self.description = (
             " + ".join(parts) + "; each z-score is standardised over this request's texts, so scores only "
@@ -228,6 +237,11 @@ class ZBlendScorer(RelevanceScorer):
                if self._english_only else "")
             + "NOT a cross-encoder"
         )
+
+    def _serves(self, signal: object, chinese: bool) -> bool:
+        if chinese:
+            return not any(signal is skipped for skipped in self._english_only)
+        return not any(signal is only for only in self._chinese_only)
 
     def bounded(self, scores: np.ndarray) -> np.ndarray:
         # A z-score sum is unbounded on both sides: clamping would tie every below-average text
@@ -238,12 +252,15 @@ class ZBlendScorer(RelevanceScorer):
         for _, signal in self._signals:
             if isinstance(signal, RelevanceScorer):
                 signal.prepare(texts)
+            elif isinstance(signal, E5Similarity):
+                # Only texts a Chinese query could be matched with well: those mostly in Chinese.
+                signal.passages([t for t in texts if is_mostly_cjk(t)])
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         total = np.zeros(len(texts), dtype=np.float64)
-        chinese = bool(self._english_only) and is_mostly_cjk(query)
+        chinese = is_mostly_cjk(query)
         for weight, signal in self._signals:
-            if chinese and any(signal is skipped for skipped in self._english_only):
+            if not self._serves(signal, chinese):
                 continue
             if isinstance(signal, RelevanceScorer):
                 values = signal.score(query, texts, truncate)
@@ -255,7 +272,7 @@ class ZBlendScorer(RelevanceScorer):
 
 def build_scorer(
     settings: RerankSettings, encoder: MiniLmEncoder, wordllama: WordLlamaSimilarity | None,
-    bm25_terms: TextFeatureCache | None = None,
+    bm25_terms: TextFeatureCache | None = None, e5: E5Similarity | None = None,
 ) -> RelevanceScorer:
     window = MiniLmWindowScorer(encoder, settings.window_tokens, settings.window_stride, settings.max_windows)
     if settings.method == "minilm-window":
@@ -267,9 +284,13 @@ def build_scorer(
     if settings.method == "blend":
         if settings.blend_wordllama and wordllama is None:
             raise ValueError("the blend method with a WordLlama weight needs WordLlama loaded")
+        if settings.blend_e5_cjk and e5 is None:
+            raise ValueError("the blend method with an e5 weight needs multilingual-e5 loaded")
         return ZBlendScorer([
             (settings.blend_minilm, window),
             (settings.blend_wordllama, wordllama),
             (settings.blend_bm25, RequestBm25Scorer(terms=bm25_terms)),
-        ], english_only=[window] + ([wordllama] if wordllama is not None else []))
+            (settings.blend_e5_cjk, e5),
+        ], english_only=[window] + ([wordllama] if wordllama is not None else []),
+           chinese_only=[e5] if e5 is not None else [])
     raise ValueError(f"unknown rerank method {settings.method!r}")

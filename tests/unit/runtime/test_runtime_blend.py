@@ -124,3 +124,13 @@ def test_sequence_cache_survives_a_restart_through_its_file(tmp_path):
     # Another model's vectors, or no file at all, load nothing.
     assert SequenceVectorCache(10).load(path, "sha-b") == 0
     assert SequenceVectorCache(10).load(tmp_path / "missing.npz", "sha-a") == 0
+
+
+def test_a_chinese_only_signal_serves_chinese_queries_alone():
+    english, chinese, both = FixedScorer([0.1, 0.9]), FixedScorer([0.9, 0.1]), FixedScorer([0.5, 0.6])
+    blend = ZBlendScorer([(1.0, english), (1.0, chinese), (1.0, both)],
+                         english_only=[english], chinese_only=[chinese])
+    blend.score("which port", ["a", "b"], True)
+    assert (english.calls, chinese.calls, both.calls) == (1, 0, 1)
+    blend.score("哪个端口", ["a", "b"], True)
+    assert (english.calls, chinese.calls, both.calls) == (1, 1, 2)
