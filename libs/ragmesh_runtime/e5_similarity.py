@@ -9,7 +9,6 @@ vector cache). A query costs one e5 run (tens of milliseconds).
 
 from __future__ import annotations
 
-from array import array
 from pathlib import Path
 from typing import Sequence
 
@@ -40,11 +39,6 @@ class E5Similarity:
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts`` as passages, from the cache where it has them."""
-        keys, found = self.cache.lookup(texts)
-        todo = [i for i, vector in enumerate(found) if vector is None]
-        if todo:
-            computed = np.asarray(self._engine.passage([texts[i] for i in todo]), dtype=np.float32)
-            for index, vector in zip(todo, computed.reshape(len(todo), -1)):
-                found[index] = array("f", vector.tolist())
-                self.cache.put(keys[index], found[index])
+        found = self.cache.fetch(texts, lambda missing: np.asarray(
+            self._engine.passage(missing), dtype=np.float32).reshape(len(missing), -1).tolist())
         return np.array([np.frombuffer(v, dtype=np.float32) for v in found], dtype=np.float32)

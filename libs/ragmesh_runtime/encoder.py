@@ -6,7 +6,6 @@ which keeps ONNX Runtime's own thread pool the only parallelism and the event lo
 
 from __future__ import annotations
 
-from array import array
 from pathlib import Path
 from typing import Sequence
 
@@ -73,15 +72,8 @@ class MiniLmEncoder:
 
     def token_ids(self, texts: Sequence[str]) -> list[Sequence[int]]:
         """WordPiece ids of each text, without [CLS]/[SEP] and without truncation."""
-        keys, out = self.token_cache.lookup(texts)
-        todo = [i for i, ids in enumerate(out) if ids is None]
-        if todo:
-            encodings = self._tokenizer.encode_batch([texts[i] for i in todo], add_special_tokens=False)
-            for index, encoding in zip(todo, encodings):
-                ids = array(self.token_cache.typecode, encoding.ids)
-                self.token_cache.put(keys[index], ids)
-                out[index] = ids
-        return out  # type: ignore[return-value]
+        return self.token_cache.fetch(texts, lambda missing: [
+            e.ids for e in self._tokenizer.encode_batch(missing, add_special_tokens=False)])
 
     def sequence(self, content_ids: Sequence[int], max_tokens: int | None = None) -> list[int]:
         """[CLS] + ids + [SEP], the ids cut so that the whole sequence fits ``max_tokens``."""

@@ -11,7 +11,6 @@ import abc
 import json
 import math
 import re
-from array import array
 from collections import Counter
 from typing import Hashable, Sequence
 
@@ -154,12 +153,7 @@ class RequestBm25Scorer(RelevanceScorer):
         self._text_terms(texts)
 
     def _text_terms(self, texts: Sequence[str]) -> list[Sequence[int]]:
-        keys, found = self._terms.lookup(texts)
-        for index, terms in enumerate(found):
-            if terms is None:
-                found[index] = terms = array(self._terms.typecode, self._encoder.term_ids(texts[index]))
-                self._terms.put(keys[index], terms)
-        return found  # type: ignore[return-value]
+        return self._terms.fetch(texts, lambda missing: [self._encoder.term_ids(t) for t in missing])
 
     def _bm25(self, query_terms: Sequence[Hashable], text_terms: Sequence[Sequence[Hashable]]) -> np.ndarray:
         terms = set(query_terms)

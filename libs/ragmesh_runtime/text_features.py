@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -38,6 +38,17 @@ class TextFeatureCache(LruCache[bytes, array]):
     def lookup(self, texts: Sequence[str]) -> tuple[list[bytes], list[array | None]]:
         keys = [text_key(t) for t in texts]
         return keys, [self.get(k) for k in keys]
+
+    def fetch(self, texts: Sequence[str], compute: Callable[[list[str]], Iterable[Iterable]]) -> list[array]:
+        """Each text's features: from the cache, else from one ``compute`` call over all the texts
+        it lacks (one value sequence per text, in order), which are then kept."""
+        keys, found = self.lookup(texts)
+        todo = [i for i, values in enumerate(found) if values is None]
+        if todo:
+            for index, values in zip(todo, compute([texts[i] for i in todo]), strict=True):
+                found[index] = array(self.typecode, values)
+                self.put(keys[index], found[index])
+        return found  # type: ignore[return-value]
 
     def save(self, path: Path) -> int:
         """Every entry to ``path`` (npz, replaced atomically); returns the count."""

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ragmesh_runtime.lru import LruCache
+from ragmesh_runtime.text_features import TextFeatureCache
 
 
 class WordLlamaSimilarity:
@@ -17,7 +17,7 @@ class WordLlamaSimilarity:
     def __init__(self, model, cache_entries: int = 0) -> None:
         self._model = model
         # Unit vectors by text: a reranked chunk recurs across queries (1 KB each).
-        self.cache: LruCache[str, np.ndarray] = LruCache(cache_entries)
+        self.cache = TextFeatureCache(cache_entries, "f", tag="wordllama:l2_supercat_256")
 
     @classmethod
     def load(cls, package_dir: Path, cache_entries: int = 0) -> WordLlamaSimilarity:
@@ -43,11 +43,6 @@ class WordLlamaSimilarity:
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts`` (an all-unknown text pools to 0/0 and becomes zeros)."""
-        out: list[np.ndarray | None] = [self.cache.get(text) for text in texts]
-        todo = [i for i, vector in enumerate(out) if vector is None]
-        if todo:
-            computed = np.nan_to_num(self._model.embed([texts[i] for i in todo], norm=True))
-            for index, vector in zip(todo, computed):
-                self.cache.put(texts[index], vector)
-                out[index] = vector
-        return np.stack(out)  # type: ignore[arg-type]
+        found = self.cache.fetch(texts, lambda missing: np.nan_to_num(
+            self._model.embed(missing, norm=True)).astype(np.float32).tolist())
+        return np.array([np.frombuffer(v, dtype=np.float32) for v in found], dtype=np.float32)

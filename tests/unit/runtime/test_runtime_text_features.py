@@ -43,3 +43,16 @@ def test_a_copy_leaves_out_the_texts_asked(tmp_path: Path) -> None:
     _, found = copied.lookup(["keep", "drop", "also kept"])
     assert [list(v) if v is not None else None for v in found] == [[1, 2], None, [4, 5, 6]]
     assert copy_without(tmp_path / "missing.npz", tmp_path / "h.npz", ["x"]) == (0, 0)
+
+
+def test_fetch_computes_only_what_is_missing_in_one_call() -> None:
+    cache = TextFeatureCache(10, "q", tag="t")
+    calls: list[list[str]] = []
+
+    def lengths(texts: list[str]) -> list[list[int]]:
+        calls.append(texts)
+        return [[len(t)] for t in texts]
+
+    assert [list(v) for v in cache.fetch(["ab", "c"], lengths)] == [[2], [1]]
+    assert [list(v) for v in cache.fetch(["c", "def", "ab"], lengths)] == [[1], [3], [2]]
+    assert calls == [["ab", "c"], ["def"]]
