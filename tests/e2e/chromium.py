@@ -61,7 +61,8 @@ class WebDriver:
     """The few W3C WebDriver commands the test needs."""
 
     def __init__(self, base: str, session_id: str) -> None:
-        self._http = httpx.Client(base_url=f"{base}/session/{session_id}", timeout=60)
+        self._session_url = f"{base}/session/{session_id}"
+        self._http = httpx.Client(base_url=self._session_url, timeout=60)
 
     def _call(self, method: str, path: str, body: dict | None = None):
         response = self._http.request(method, path, json=body)
@@ -96,7 +97,9 @@ class WebDriver:
         return path
 
     def close(self) -> None:
-        self._http.delete("")
+        # The session's own URL: httpx would add a trailing slash to delete(""), which chromedriver
+        # does not know, and the browser would outlive the test.
+        self._http.delete(self._session_url)
         self._http.close()
 
 
