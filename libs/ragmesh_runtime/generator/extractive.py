@@ -10,7 +10,8 @@ lines and code lines. Each is scored against the question with the signals the r
           + previous_weight × share of the question's terms in the sentence before it, for a
             sentence that opens by pointing back at it ("It", "These", ...)
           - kind_penalty when the question asks for a number, date or name the unit does not hold,
-            or the unit says nothing the question does not already say
+            when the unit says nothing the question does not already say, or when it is a code
+            line and the question does not ask how to do something
 
 A question written mostly in Chinese is scored by character-bigram overlap alone, threshold
 ``cjk_min_overlap``: MiniLM was trained on English, and on Chinese its cosine ranks unrelated
@@ -34,8 +35,8 @@ from dataclasses import dataclass
 from ragmesh_runtime.encoder import MiniLmEncoder
 from ragmesh_runtime.generator.lexical import content_terms, overlap
 from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt
-from ragmesh_runtime.generator.question_types import can_hold, expected_kind
-from ragmesh_runtime.generator.units import SENTENCE, AnswerUnit, split_units
+from ragmesh_runtime.generator.question_types import asks_for_procedure, can_hold, expected_kind
+from ragmesh_runtime.generator.units import CODE_LINE, SENTENCE, AnswerUnit, split_units
 from ragmesh_runtime.settings import GeneratorSettings
 
 INSUFFICIENT_EVIDENCE = "INSUFFICIENT_EVIDENCE"
@@ -143,6 +144,7 @@ class ExtractiveAnswerer:
         cosines = vectors[1:] @ vectors[0]
         question_terms = content_terms(question)
         kind = "" if cjk else expected_kind(question)
+        procedural = asks_for_procedure(question)
         out = []
         for candidate, cosine in zip(candidates, cosines, strict=True):
             unit = candidate.unit
@@ -154,7 +156,8 @@ class ExtractiveAnswerer:
                 previous_lexical=overlap(question_terms, content_terms(candidate.previous) - own)
                 if candidate.previous else 0.0,
                 anaphoric=bool(candidate.previous and _ANAPHOR.match(unit.text)),
-                off_kind=bool(kind and not can_hold(kind, unit.text, question)) or bool(own and own <= question_terms),
+                off_kind=bool(kind and not can_hold(kind, unit.text, question)) or bool(own and own <= question_terms)
+                or (unit.kind == CODE_LINE and not procedural),
             ))
         return out
 

@@ -3,7 +3,7 @@
 Surface rules, English only: "how many", "when", "what year" ask for a number or a date, "who"
 for a name. A unit that cannot hold the expected kind of answer ("The team was strong." for "How
 many points did they score?") is unlikely to be the answer even when it repeats the question's
-words, so the answerer scores it down.
+words, so the answerer scores it down; so is a code line, unless the question asks how to do something.
 """
 
 from __future__ import annotations
@@ -28,6 +28,17 @@ _HAS_DATE = re.compile(rf"\d|\b({_MONTHS}|century|centuries|decade|era|age|perio
                        r"yesterday|spring|summer|autumn|fall|winter|morning|evening|night|ago|later|"
                        r"before|after|during|until|since)\b", re.I)
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+
+
+_PROCEDURE_QUESTION = re.compile(
+    r"\b(how (do|can|should|would) (i|we|you)|how to|which (command|flag|option)|what (command|flag|option)|"
+    r"command|syntax|example|install|run|start|stop|enable|create|submit|initiali[sz]e|set up|configure)\b", re.I)
+
+
+def asks_for_procedure(question: str) -> bool:
+    """Whether a code line can be the answer: "how do I ...", "which command ...", "install ...".
+    A line of an example file is no answer to "what is the default of X?"."""
+    return bool(_PROCEDURE_QUESTION.search(question))
 
 
 def expected_kind(question: str) -> str:

@@ -160,3 +160,9 @@ def test_an_instruction_in_a_question_or_document_is_never_obeyed(answerer):
     assert answer.text.startswith("`max_parallel` — Default: 8;")
     for unit in answer.units:
         assert ("PWNED" in unit.text) is (unit.source_id == "S2")
+
+
+def test_a_line_of_an_example_file_is_no_answer_to_a_question_about_a_default(answerer):
+    example = "## An example file\n\n```toml\n[scheduler]\nmax_parallel = 4\n```\n"
+    answer = answerer.answer(prompt("What is the default value of max_parallel?", example, CONFIG_TABLE))
+    assert answer.units[0].source_id == "S2" and "Default: 8" in answer.units[0].text
