@@ -177,7 +177,7 @@ class ExtractiveAnswerer:
                           candidate.previous if f.anaphoric else "")
 
     def decide(self, prompt: EvidencePrompt, scored: list[ScoredUnit]) -> ExtractiveAnswer:
-        """The answer from scored candidates: threshold, subject check, then the units to copy."""
+        """The answer from scored candidates: the threshold, then the units to copy."""
         ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, -scored[i].cosine, i))
         best = scored[ranked[0]]
         threshold = self.threshold(prompt.question)
@@ -189,10 +189,10 @@ class ExtractiveAnswerer:
             if len(chosen) >= self._settings.max_units or scored[index].score < floor:
                 break
             chosen.append(scored[index])
-        text = " ".join(f"{self._shown(unit, scored)} [{unit.source_id}]" for unit in chosen)
+        text = " ".join(f"{self._shown(unit)} [{unit.source_id}]" for unit in chosen)
         return ExtractiveAnswer(text, tuple(chosen), best.score)
 
-    def _shown(self, unit: ScoredUnit, scored: list[ScoredUnit]) -> str:
+    def _shown(self, unit: ScoredUnit) -> str:
         """A sentence that points back ("These devices ...") is shown after the sentence it
         points at, which it needs to be understood."""
         if unit.anaphoric_previous and self._settings.previous_weight > 0:

@@ -97,7 +97,6 @@ def _cells(row: str) -> list[str]:
 
 def render_row(headers: list[str], cells: list[str]) -> str:
     """``first cell — Header: value; Header: value``; a two-column row reads ``first: second``."""
-    cells = [c for c in cells]
     if not cells:
         return ""
     if len(cells) == 2:
