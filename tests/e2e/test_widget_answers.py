@@ -151,7 +151,7 @@ const box = target ? target.getBoundingClientRect() : null;
 return {
   hash: location.hash, target: target ? target.id : null,
   inView: box ? box.top >= 0 && box.bottom <= window.innerHeight : false,
-  cited: [...document.querySelectorAll('li.cited')].map(li => li.id + ' ' + li.querySelector('.t').textContent),
+  cited: [...document.querySelectorAll('mark.cited')].map(m => m.id + ' ' + m.querySelector('.t').textContent),
   raw: document.querySelector('a.raw').href,
   scripts: document.scripts.length,
 };

@@ -181,15 +181,15 @@ async def test_the_source_view_marks_the_cited_lines_and_links_the_raw_file(mesh
             pdf = await http.get(f"{SOURCE}/docs@1/manual.pdf")
             whole = await http.get(f"{SOURCE}/docs@1/with%20space.txt")
     assert view.status_code == 200 and view.headers["content-type"] == "text/html; charset=utf-8"
-    assert '<li id="L1"><span class="n">1</span><span class="t"># Intro</span></li>' in view.text
-    assert '<li id="L2" class="cited"><span class="n">2</span><span class="t">hello</span></li>' in view.text
+    assert '<span id="L1" class="line"><span class="n">1  </span><span class="t"># Intro</span></span>' in view.text
+    assert '<mark id="L2" class="line cited"><span class="n">2  </span><span class="t">hello</span></mark>' in view.text
     assert 'href="/api/rag/v1/files/docs@1/guide/intro.md"' in view.text
     csp = view.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp and "<script" not in view.text
     # A stored HTML page is shown as its source, never as markup.
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_page.text and "<script>" not in html_page.text
     assert pdf.status_code == 303 and pdf.headers["location"] == "/api/rag/v1/files/docs@1/manual.pdf"
-    assert whole.status_code == 200 and 'class="cited"' not in whole.text
+    assert whole.status_code == 200 and 'class="line cited"' not in whole.text and "<mark " not in whole.text
 
 
 @pytest.mark.parametrize("lines", ["x", "0-3", "5-2", "1-", "-3", "1-2-3", "9" * 40])

@@ -47,4 +47,5 @@ def test_line_ranges_parse_or_are_refused() -> None:
 def test_the_view_escapes_the_document_and_marks_only_the_cited_lines() -> None:
     page = render_source_view(title="t <b>", text="one\n<script>x</script>\nthree\n", raw_url="/raw", cited=(2, 3))
     assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page and "t &lt;b&gt;" in page
-    assert page.count('class="cited"') == 2 and '<li id="L1">' in page and "lines 2–3" in page
+    assert page.count('class="line cited"') == 2 and page.count("<mark ") == 2 and "lines 2–3" in page
+    assert '<span id="L1" class="line"><span class="n">1  </span><span class="t">one</span></span>' in page

@@ -2,7 +2,9 @@
 
 The file is untrusted text: it is HTML-escaped line by line and never interpreted, so an HTML page
 in a corpus shows as its source. The page carries no script; the browser scrolls the cited lines
-into view by the link's fragment (``#L12``), and the marked lines keep a margin above them.
+into view by the link's fragment (``#L12``). It reads right without its stylesheet too (nginx's
+``default-src 'none'`` blocks inline styles): lines sit in a ``<pre>``, numbered in the text,
+and the cited ones are ``<mark>``, which browsers highlight by default.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ body{margin:0;font:14px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace
 header{position:sticky;top:0;background:#f6f8fa;border-bottom:1px solid #d0d7de;padding:8px 16px;
  font-family:system-ui,sans-serif}
 header a{margin-left:12px}
-ol{margin:0;padding:8px 0 40vh 0;list-style:none;counter-reset:none}
-li{display:flex;white-space:pre-wrap;word-break:break-word;scroll-margin-top:30vh}
-li .n{flex:0 0 4.5em;text-align:right;padding-right:1em;color:#6e7781;user-select:none}
-li.cited{background:#fff8c5}
-li.cited .n{color:#1f2328;font-weight:bold}
+pre{margin:0;padding:8px 0 40vh 0;font:inherit;white-space:pre-wrap;word-break:break-word}
+.line{scroll-margin-top:30vh}
+.n{color:#6e7781;user-select:none}
+mark.cited{display:inline-block;width:100%;background:#fff8c5;color:inherit}
+mark.cited .n{color:#1f2328;font-weight:bold}
 """
 
 
@@ -48,10 +50,11 @@ def render_source_view(*, title: str, text: str, raw_url: str, cited: tuple[int,
         lines.pop()
     first, last = cited or (0, -1)
     items = []
+    width = len(str(len(lines)))
     for number, line in enumerate(lines, 1):
-        mark = ' class="cited"' if first <= number <= last else ""
-        items.append(f'<li id="L{number}"{mark}><span class="n">{number}</span>'
-                     f'<span class="t">{html.escape(line, quote=False)}</span></li>')
+        tag, css = ("mark", "line cited") if first <= number <= last else ("span", "line")
+        items.append(f'<{tag} id="L{number}" class="{css}"><span class="n">{number:>{width}}  </span>'
+                     f'<span class="t">{html.escape(line, quote=False)}</span></{tag}>')
     shown = f"lines {first}–{min(last, len(lines))}" if cited else "whole file"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -59,5 +62,5 @@ def render_source_view(*, title: str, text: str, raw_url: str, cited: tuple[int,
         f"<style>{_STYLE}</style></head><body>"
         f"<header><strong>{html.escape(title)}</strong> · <span class=\"range\">{shown}</span>"
         f"<a class=\"raw\" href=\"{html.escape(raw_url)}\">raw file</a></header>"
-        f"<ol>{''.join(items)}</ol></body></html>\n"
+        f"<pre>{chr(10).join(items)}</pre></body></html>\n"
     )
