@@ -176,7 +176,7 @@ def _run(coro) -> int:
 
 def _spec(args):
     spec = corpus_spec(args)
-    for field in ("license", "source_url"):
+    for field in ("license", "source_url", "url_base"):
         if getattr(args, field, ""):
             setattr(spec, field, getattr(args, field))
     spec.include.extend(getattr(args, "include", None) or [])
@@ -254,7 +254,7 @@ def cmd_corpus_add(args) -> int:
     spec = indexer_pb2.CorpusSpec(
         corpus=f"{args.library}@{args.version}", library=args.library, version=args.version,
         root=str(source.resolve()), include=args.include or [], exclude=args.exclude or [],
-        visibility=args.visibility, license=args.license, source_url=args.source_url,
+        visibility=args.visibility, license=args.license, source_url=args.source_url, url_base=args.url_base,
     )
 
     async def run() -> int:
@@ -351,12 +351,17 @@ def _chunks(n: int) -> str:
 
 # ---------------------------------------------------------------- argument parsing
 
+URL_BASE_HELP = ("where the corpus is published (https://docs.example.com/v2): citations link there; "
+                 "without it (and without $RAGMESH_URL_BASE in the indexer) they open the gateway's "
+                 "source view of the cited lines")
+
 def register(sub, index_sub) -> None:
     """Wire these commands into the `ragmesh` parser (main.py) and its `index` subcommands."""
     for name, func in (("build", cmd_index_build), ("ci", cmd_index_ci)):
         p = index_sub.choices[name]
         p.add_argument("--license", default="")
         p.add_argument("--source-url", default="")
+        p.add_argument("--url-base", default="", metavar="URL", help=URL_BASE_HELP)
         p.add_argument("--include", action="append", default=[], metavar="GLOB")
         p.add_argument("--exclude", action="append", default=[], metavar="GLOB")
         # No default visibility: a rebuild keeps the registered one (a new corpus gets "public").
@@ -377,6 +382,7 @@ def register(sub, index_sub) -> None:
     add.add_argument("--license", required=True)
     add.add_argument("--source-url", required=True)
     add.add_argument("--visibility", required=True, choices=["public", "internal"])
+    add.add_argument("--url-base", default="", metavar="URL", help=URL_BASE_HELP)
     add.add_argument("--include", action="append", default=[], metavar="GLOB")
     add.add_argument("--exclude", action="append", default=[], metavar="GLOB")
     add.add_argument("--reason", default="")

@@ -138,16 +138,28 @@ class RerankSettings(msgspec.Struct, frozen=True):
 
 class GeneratorSettings(msgspec.Struct, frozen=True):
     model_id: str = EXTRACTIVE_MODEL_ID  # RAGMESH_RUNTIME_GENERATOR_MODEL_ID
-    # Below this best sentence score the answer is INSUFFICIENT_EVIDENCE (see docs/runtime.md).
-    min_score: float = 0.45  # RAGMESH_RUNTIME_GENERATOR_MIN_SCORE
+    # Below this best unit score the answer is INSUFFICIENT_EVIDENCE (calibrated on the tuning
+    # halves of the answer sets: bench/tune_answerer.py, docs/answers.md).
+    min_score: float = 0.5  # RAGMESH_RUNTIME_GENERATOR_MIN_SCORE
     # Chinese questions are scored by character-bigram overlap alone (see generator/extractive.py).
     cjk_min_overlap: float = 0.25  # RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP
-    max_sentences: int = 3  # RAGMESH_RUNTIME_GENERATOR_MAX_SENTENCES
+    max_units: int = 2  # RAGMESH_RUNTIME_GENERATOR_MAX_UNITS: units copied into one answer
     lexical_weight: float = 0.3  # RAGMESH_RUNTIME_GENERATOR_LEXICAL_WEIGHT
-    # Further sentences join the answer only while within this distance of the best score.
+    # A unit's context (heading, column headers, lead-in) counts this much of its own words.
+    context_weight: float = 0.5  # RAGMESH_RUNTIME_GENERATOR_CONTEXT_WEIGHT
+    # A sentence that opens with "It", "These", ... also counts the question's words in the
+    # sentence before it this much, and is shown after that sentence.
+    previous_weight: float = 0.3  # RAGMESH_RUNTIME_GENERATOR_PREVIOUS_WEIGHT
+    # Embed a sentence with its section heading (table rows, items and code lines always are).
+    sentence_context: bool = True  # RAGMESH_RUNTIME_GENERATOR_SENTENCE_CONTEXT
+    # Subtracted per place a source stands below the first (sources arrive best-retrieved first).
+    rank_weight: float = 0.03  # RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT
+    # Subtracted when the question asks for a number, date or name the unit cannot hold.
+    kind_penalty: float = 0.2  # RAGMESH_RUNTIME_GENERATOR_KIND_PENALTY
+    # Further units join the answer only while within this distance of the best score.
     score_margin: float = 0.1  # RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN
-    # Sentences beyond this many (in source order) are not scored; bounds the work per answer.
-    max_evidence_sentences: int = 400  # RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_SENTENCES
+    # Units beyond this many (in source order) are not scored; bounds the work per answer.
+    max_evidence_units: int = 400  # RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS
     max_prompt_chars: int = 200_000  # RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS
 
     @classmethod
@@ -157,11 +169,16 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
             model_id=env_str("RAGMESH_RUNTIME_GENERATOR_MODEL_ID", d.model_id),
             min_score=env_float("RAGMESH_RUNTIME_GENERATOR_MIN_SCORE", d.min_score),
             cjk_min_overlap=env_float("RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP", d.cjk_min_overlap),
-            max_sentences=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_SENTENCES", d.max_sentences),
+            max_units=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_UNITS", d.max_units),
             lexical_weight=env_float("RAGMESH_RUNTIME_GENERATOR_LEXICAL_WEIGHT", d.lexical_weight),
+            context_weight=env_float("RAGMESH_RUNTIME_GENERATOR_CONTEXT_WEIGHT", d.context_weight),
+            previous_weight=env_float("RAGMESH_RUNTIME_GENERATOR_PREVIOUS_WEIGHT", d.previous_weight),
+            sentence_context=env_bool("RAGMESH_RUNTIME_GENERATOR_SENTENCE_CONTEXT", d.sentence_context),
+            rank_weight=env_float("RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT", d.rank_weight),
+            kind_penalty=env_float("RAGMESH_RUNTIME_GENERATOR_KIND_PENALTY", d.kind_penalty),
             score_margin=env_float("RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN", d.score_margin),
-            max_evidence_sentences=env_int(
-                "RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_SENTENCES", d.max_evidence_sentences
+            max_evidence_units=env_int(
+                "RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS", d.max_evidence_units
             ),
             max_prompt_chars=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS", d.max_prompt_chars),
         )

@@ -1,14 +1,27 @@
-"""Answer a question by copying the evidence sentences that best match it, each with its citation.
+"""Answer a question by copying the evidence units that best match it, each with its citation.
 
-score(sentence) = cosine(MiniLM(question), MiniLM(sentence)) + lexical_weight * term overlap,
-threshold ``min_score``. A question written mostly in Chinese is scored by character-bigram
-overlap alone, threshold ``cjk_min_overlap``: MiniLM was trained on English, and on Chinese its
-cosine ranks unrelated sentences as high as related ones (measured on xquad-zh, see
-docs/runtime.md), so it only breaks ties there.
+Units (``units.py``) are sentences, table rows with their headers, list items, ``key: value``
+lines and code lines. Each is scored against the question with the signals the runtime has::
 
-The best 1..max_sentences sentences within ``score_margin`` of the top score are copied verbatim
-(a line break inside one becomes a space), each followed by `` [S#]``. If even the top score is
-below the threshold the answer is exactly ``INSUFFICIENT_EVIDENCE``.
+    score = cosine(MiniLM(question), MiniLM(unit + its context))
+          + lexical_weight × share of the question's terms in the unit (its context counts
+            context_weight as much)
+          - rank_weight × the source's position (sources arrive best-retrieved first)
+          + previous_weight × share of the question's terms in the sentence before it, for a
+            sentence that opens by pointing back at it ("It", "These", ...)
+          - kind_penalty when the question asks for a number, date or name the unit does not hold,
+            when the unit says nothing the question does not already say, or when it is a code
+            line and the question does not ask how to do something
+
+A question written mostly in Chinese is scored by character-bigram overlap alone, threshold
+``cjk_min_overlap``: MiniLM was trained on English, and on Chinese its cosine ranks unrelated
+sentences as high as related ones (measured on xquad-zh, see docs/runtime.md).
+
+The answer is the best unit, then up to ``max_units`` - 1 more within ``score_margin`` of it,
+each followed by `` [S#]``; a sentence that opens by pointing back ("These devices ...") is shown
+after the sentence it points at. It is ``INSUFFICIENT_EVIDENCE`` when the best score is below
+``min_score``, calibrated with the weights on the tuning halves of the answer sets
+(bench/tune_answerer.py, docs/answers.md).
 
 Nothing here reads evidence as instructions: text only ever gets scored and copied, so an
 injected "ignore previous instructions" is just another sentence.
@@ -22,34 +35,61 @@ from dataclasses import dataclass
 from ragmesh_runtime.encoder import MiniLmEncoder
 from ragmesh_runtime.generator.lexical import content_terms, overlap
 from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt
-from ragmesh_runtime.generator.sentences import split_sentences
+from ragmesh_runtime.generator.question_types import asks_for_procedure, can_hold, expected_kind
+from ragmesh_runtime.generator.units import CODE_LINE, SENTENCE, AnswerUnit, split_units
 from ragmesh_runtime.settings import GeneratorSettings
 
 INSUFFICIENT_EVIDENCE = "INSUFFICIENT_EVIDENCE"
 
 _LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
-_LINE_BREAK = re.compile(r"[ \t]*\n\s*")
 _CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
+_ANAPHOR = re.compile(r"^(?:It|Its|They|Their|Them|These|This|Those|That|He|His|She|Her|Such|The latter|"
+                      r"The former|There|Here)\b")
 
 
 @dataclass(frozen=True)
-class ScoredSentence:
+class Candidate:
     source_id: str
-    text: str
+    rank: int  # position of its source in the prompt, 0 = best retrieved
+    unit: AnswerUnit
+    previous: str = ""  # the sentence before it in the same paragraph, when it is a sentence
+
+
+@dataclass(frozen=True)
+class ScoredUnit:
+    source_id: str
+    unit: AnswerUnit
     score: float
     cosine: float
     lexical: float
+    anaphoric_previous: str = ""  # the sentence it points back at, shown before it
+
+    @property
+    def text(self) -> str:
+        return self.unit.text
+
+
+@dataclass(frozen=True)
+class UnitFeatures:
+    candidate: Candidate
+    cjk: bool
+    cosine: float
+    lexical: float  # share of the question's terms in the unit
+    context_lexical: float  # share of the question's terms only in the unit's context
+    previous_lexical: float  # share of the question's terms only in the sentence before it
+    anaphoric: bool  # opens with a word pointing back at the sentence before ("It", "These")
+    off_kind: bool  # cannot hold the kind of answer asked for, or only repeats the question
 
 
 @dataclass(frozen=True)
 class ExtractiveAnswer:
     text: str
-    sentences: tuple[ScoredSentence, ...]  # the copied ones; empty when evidence is insufficient
+    units: tuple[ScoredUnit, ...]  # the copied ones; empty when evidence is insufficient
     best_score: float | None  # None when there was nothing to score
 
     @property
     def sufficient(self) -> bool:
-        return bool(self.sentences)
+        return bool(self.units)
 
 
 class ExtractiveAnswerer:
@@ -61,7 +101,83 @@ class ExtractiveAnswerer:
         candidates = self.candidates(prompt)
         if not prompt.question or not candidates:
             return ExtractiveAnswer(INSUFFICIENT_EVIDENCE, (), None)
-        scored = self.score(prompt.question, candidates)
+        return self.decide(prompt, self.score(prompt.question, candidates))
+
+    def candidates(self, prompt: EvidencePrompt) -> list[Candidate]:
+        """Units that could answer: no headings, no questions, no fragments, each once.
+
+        At most ``max_evidence_units``, taken in source order: sources arrive best-ranked
+        first, so a prompt too large to score whole loses its weakest evidence, not its best.
+        """
+        seen: set[str] = set()
+        candidates: list[Candidate] = []
+        limit = self._settings.max_evidence_units
+        for rank, source in enumerate(prompt.sources):
+            before: AnswerUnit | None = None
+            for unit in split_units(source.text, source.heading):
+                previous = before.text if before and unit.kind == SENTENCE and before.kind == SENTENCE \
+                    and before.block == unit.block else ""
+                before = unit
+                if unit.text in seen or not _answer_like(unit):
+                    continue
+                if len(candidates) >= limit:
+                    return candidates
+                seen.add(unit.text)
+                candidates.append(Candidate(source.id, rank, unit, previous))
+        return candidates
+
+    def threshold(self, question: str) -> float:
+        return self._settings.cjk_min_overlap if is_mostly_cjk(question) else self._settings.min_score
+
+    def score(self, question: str, candidates: list[Candidate]) -> list[ScoredUnit]:
+        return [self.combine(f) for f in self.features(question, candidates)]
+
+    def features(self, question: str, candidates: list[Candidate]) -> list[UnitFeatures]:
+        """Every signal of every candidate, before weighting (bench/tune_answerer.py weighs
+        these many ways without computing them again)."""
+        cjk = is_mostly_cjk(question)
+        # A table row, list item or code line is embedded with its heading, headers or lead-in,
+        # which say what it is about; a sentence with its heading unless sentence_context is off.
+        alone = not self._settings.sentence_context
+        texts = [c.unit.text if alone and c.unit.kind == SENTENCE else c.unit.scored_text for c in candidates]
+        vectors = self._encoder.embed([question, *texts], normalize=True)
+        cosines = vectors[1:] @ vectors[0]
+        question_terms = content_terms(question)
+        kind = "" if cjk else expected_kind(question)
+        procedural = asks_for_procedure(question)
+        out = []
+        for candidate, cosine in zip(candidates, cosines, strict=True):
+            unit = candidate.unit
+            own = content_terms(unit.text)
+            context = content_terms(unit.context) - own if unit.context and not cjk else frozenset()
+            out.append(UnitFeatures(
+                candidate=candidate, cjk=cjk, cosine=float(cosine), lexical=overlap(question_terms, own),
+                context_lexical=overlap(question_terms, context),
+                previous_lexical=overlap(question_terms, content_terms(candidate.previous) - own)
+                if candidate.previous else 0.0,
+                anaphoric=bool(candidate.previous and _ANAPHOR.match(unit.text)),
+                off_kind=bool(kind and not can_hold(kind, unit.text, question)) or bool(own and own <= question_terms)
+                or (unit.kind == CODE_LINE and not procedural),
+            ))
+        return out
+
+    def combine(self, f: UnitFeatures) -> ScoredUnit:
+        settings = self._settings
+        candidate = f.candidate
+        lexical = f.lexical + settings.context_weight * f.context_lexical
+        if f.anaphoric:
+            lexical += settings.previous_weight * f.previous_lexical
+        if f.cjk:
+            score = f.lexical
+        else:
+            score = f.cosine + settings.lexical_weight * lexical - settings.rank_weight * candidate.rank
+            if f.off_kind:
+                score -= settings.kind_penalty
+        return ScoredUnit(candidate.source_id, candidate.unit, score, f.cosine, lexical,
+                          candidate.previous if f.anaphoric else "")
+
+    def decide(self, prompt: EvidencePrompt, scored: list[ScoredUnit]) -> ExtractiveAnswer:
+        """The answer from scored candidates: the threshold, then the units to copy."""
         ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, -scored[i].cosine, i))
         best = scored[ranked[0]]
         threshold = self.threshold(prompt.question)
@@ -70,59 +186,28 @@ class ExtractiveAnswerer:
         floor = max(threshold, best.score - self._settings.score_margin)
         chosen = [best]
         for index in ranked[1:]:
-            if len(chosen) >= self._settings.max_sentences or scored[index].score < floor:
+            if len(chosen) >= self._settings.max_units or scored[index].score < floor:
                 break
             chosen.append(scored[index])
-        text = " ".join(f"{_one_line(sentence.text)} [{sentence.source_id}]" for sentence in chosen)
+        text = " ".join(f"{self._shown(unit)} [{unit.source_id}]" for unit in chosen)
         return ExtractiveAnswer(text, tuple(chosen), best.score)
 
-    def candidates(self, prompt: EvidencePrompt) -> list[tuple[str, str]]:
-        """(source id, sentence) pairs that could answer: no headings, no questions, no fragments.
-
-        At most ``max_evidence_sentences``, taken in source order: sources arrive best-ranked
-        first, so a prompt too large to score whole loses its weakest evidence, not its best.
-        """
-        seen: set[str] = set()
-        candidates: list[tuple[str, str]] = []
-        limit = self._settings.max_evidence_sentences
-        for source in prompt.sources:
-            for sentence in split_sentences(source.text):
-                if sentence in seen or not _answer_like(sentence):
-                    continue
-                if len(candidates) >= limit:
-                    return candidates
-                seen.add(sentence)
-                candidates.append((source.id, sentence))
-        return candidates
-
-    def threshold(self, question: str) -> float:
-        return self._settings.cjk_min_overlap if is_mostly_cjk(question) else self._settings.min_score
-
-    def score(self, question: str, candidates: list[tuple[str, str]]) -> list[ScoredSentence]:
-        vectors = self._encoder.embed([question, *(text for _, text in candidates)], normalize=True)
-        cosines = vectors[1:] @ vectors[0]
-        question_terms = content_terms(question)
-        cosine_weight = 0.0 if is_mostly_cjk(question) else 1.0
-        lexical_weight = 1.0 if is_mostly_cjk(question) else self._settings.lexical_weight
-        scored = []
-        for (source_id, text), cosine in zip(candidates, cosines, strict=True):
-            lexical = overlap(question_terms, content_terms(text))
-            score = cosine_weight * float(cosine) + lexical_weight * lexical
-            scored.append(ScoredSentence(source_id, text, score, float(cosine), lexical))
-        return scored
-
-
-def _one_line(sentence: str) -> str:
-    """A sentence wrapped over lines, joined with single spaces: line ends would read as
-    boundaries downstream and split the sentence from its citation."""
-    return _LINE_BREAK.sub(" ", sentence)
+    def _shown(self, unit: ScoredUnit) -> str:
+        """A sentence that points back ("These devices ...") is shown after the sentence it
+        points at, which it needs to be understood."""
+        if unit.anaphoric_previous and self._settings.previous_weight > 0:
+            return f"{unit.anaphoric_previous} {unit.text}"
+        return unit.text
 
 
 def is_mostly_cjk(text: str) -> bool:
     return len(_CJK_CHAR.findall(text)) > len(_LATIN_WORD.findall(text))
 
 
-def _answer_like(sentence: str) -> bool:
-    if sentence.startswith("#") or sentence.rstrip("\"'”’」』）) ").endswith(("?", "？")):
+def _answer_like(unit: AnswerUnit) -> bool:
+    text = unit.text
+    if unit.kind == SENTENCE and text.rstrip("\"'”’」』）) ").endswith(("?", "？")):
         return False
-    return len(_LATIN_WORD.findall(sentence)) + len(_CJK_CHAR.findall(sentence)) >= 3
+    if unit.kind == SENTENCE and text.rstrip().endswith(":"):
+        return False  # a lead-in ("Install it like this:"): what follows it is the answer
+    return len(_LATIN_WORD.findall(text)) + len(_CJK_CHAR.findall(text)) >= (3 if unit.kind == SENTENCE else 2)

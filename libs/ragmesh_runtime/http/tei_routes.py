@@ -101,9 +101,12 @@ def build_info(service: RuntimeService) -> dict[str, object]:
                 "/rerank": service.scorer.description,
                 "/v1/chat/completions": (
                     "extractive, not an LLM: copies the 1-"
-                    f"{generator.max_sentences} evidence sentences closest to the question (MiniLM "
-                    f"cosine + {generator.lexical_weight} x term overlap) verbatim, each followed by its "
-                    f"[S#]; answers INSUFFICIENT_EVIDENCE when the best score is below {generator.min_score}"
+                    f"{generator.max_units} evidence units (sentences, table rows with their headers, list "
+                    "items, key: value lines, code lines) closest to the question (MiniLM cosine + "
+                    f"{generator.lexical_weight} x term overlap, less {generator.rank_weight} per source "
+                    f"rank and {generator.kind_penalty} when the unit cannot hold the kind of answer asked "
+                    "for), inline Markdown removed, each followed by its [S#]; answers "
+                    f"INSUFFICIENT_EVIDENCE when the best score is below {generator.min_score}"
                 ),
             },
             "rerank_method": service.scorer.name,

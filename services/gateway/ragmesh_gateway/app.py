@@ -21,6 +21,7 @@ from ragmesh_gateway.corpora.controllers import CorporaController
 from ragmesh_gateway.deps import STATE_KEY, GatewayDeps, GatewayServices, build_deps
 from ragmesh_gateway.feedback.controllers import FeedbackController
 from ragmesh_gateway.files.controllers import FilesController
+from ragmesh_gateway.files.view_controller import SourceViewController
 from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.mcp.mount import McpMount
@@ -82,6 +83,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
             widget_router(),
             CorporaController,
             FilesController,
+            SourceViewController,
             IndexAdminController,
             HealthController,
             mcp.route_handler(),

@@ -166,3 +166,47 @@ async def test_retrieval_down_is_unavailable_not_a_served_file(mesh: Mesh, corpu
         async with httpx.AsyncClient(base_url=base_url) as http:
             response = await http.get(f"{FILES}/docs@1/guide/intro.md")
     assert response.status_code == 503 and response.json()["code"] == "UNAVAILABLE"
+
+
+# --- the source view a citation opens ---------------------------------------------------------
+
+SOURCE = "/api/rag/v1/source"
+
+
+async def test_the_source_view_marks_the_cited_lines_and_links_the_raw_file(mesh: Mesh, corpus_tree: Path) -> None:
+    async with serve(app_for(mesh, corpus_tree)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            view = await http.get(f"{SOURCE}/docs@1/guide/intro.md", params={"lines": "2-2"})
+            html_page = await http.get(f"{SOURCE}/docs@1/guide/page.html", params={"lines": "1"})
+            pdf = await http.get(f"{SOURCE}/docs@1/manual.pdf")
+            whole = await http.get(f"{SOURCE}/docs@1/with%20space.txt")
+    assert view.status_code == 200 and view.headers["content-type"] == "text/html; charset=utf-8"
+    assert '<span id="L1" class="line"><span class="n">1  </span><span class="t"># Intro</span></span>' in view.text
+    assert '<mark id="L2" class="line cited"><span class="n">2  </span><span class="t">hello</span></mark>' in view.text
+    assert 'href="/api/rag/v1/files/docs@1/guide/intro.md"' in view.text
+    csp = view.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp and "<script" not in view.text
+    # A stored HTML page is shown as its source, never as markup.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_page.text and "<script>" not in html_page.text
+    assert pdf.status_code == 303 and pdf.headers["location"] == "/api/rag/v1/files/docs@1/manual.pdf"
+    assert whole.status_code == 200 and 'class="line cited"' not in whole.text and "<mark " not in whole.text
+
+
+@pytest.mark.parametrize("lines", ["x", "0-3", "5-2", "1-", "-3", "1-2-3", "9" * 40])
+async def test_a_bad_line_range_is_a_stable_400(mesh: Mesh, corpus_tree: Path, lines: str) -> None:
+    async with serve(app_for(mesh, corpus_tree)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            response = await http.get(f"{SOURCE}/docs@1/guide/intro.md", params={"lines": lines})
+    assert response.status_code == 400 and response.json()["code"] in ("INVALID_ARGUMENT", "VALIDATION_ERROR")
+
+
+async def test_the_source_view_refuses_like_the_raw_file(mesh: Mesh, corpus_tree: Path) -> None:
+    reader = Caller("bob", readable_corpora=frozenset({"docs@1"}), scopes=frozenset({"rag:answer"}))
+    async with serve(app_for(mesh, corpus_tree, reader)) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            hidden = await http.get(f"{SOURCE}/internal@1/guide/intro.md")
+            escape = await http.get(f"{SOURCE}/docs@1/escape.txt")
+            allowed = await http.get(f"{SOURCE}/docs@1/guide/intro.md")
+    assert hidden.status_code == escape.status_code == 404
+    assert hidden.json()["code"] == escape.json()["code"] == "NOT_FOUND"
+    assert allowed.status_code == 200  # rag:answer (the chat's scope) opens citations

@@ -1,7 +1,8 @@
 """Every route and every MCP tool against every scope: allowed (200) or refused (403), nothing else.
 
 Tokens carry exactly one scope each (plus one with none); a caller without a token is anonymous
-site traffic, which may only chat and is asked for a token (401) everywhere else. ``rag:admin``
+site traffic, which may only chat and open what the chat cites (public corpora), and is asked for
+a token (401) everywhere else. ``rag:admin``
 implies every scope. The table must name every route the app serves under /api/rag/v1.
 """
 
@@ -38,7 +39,11 @@ ROUTES: dict[tuple[str, str], tuple[str, dict | None, set[str]]] = {
     ("POST", "/feedback"): ("/feedback", {"request_id": "req-1", "rating": 1}, {"rag:answer", ANONYMOUS}),
     ("GET", "/corpora"): ("/corpora", None, {"rag:read"}),
     ("GET", "/stats"): ("/stats", None, {"rag:read"}),
-    ("GET", "/files/{corpus:str}/{path:path}"): ("/files/docs@1/guide/page1.md", None, {"rag:read"}),
+    # Who may chat with a corpus may open its citations: the raw file and the source view.
+    ("GET", "/files/{corpus:str}/{path:path}"): (
+        "/files/docs@1/guide/page1.md", None, {"rag:read", "rag:answer", ANONYMOUS}),
+    ("GET", "/source/{corpus:str}/{path:path}"): (
+        "/source/docs@1/guide/page1.md?lines=1-2", None, {"rag:read", "rag:answer", ANONYMOUS}),
     ("POST", "/internal/index/build"): (
         "/internal/index/build", {"corpus": "docs@1", "root": "/srv/docs"}, {"rag:index:build"}),
     ("POST", "/internal/index/promote"): (

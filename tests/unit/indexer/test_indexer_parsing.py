@@ -106,7 +106,8 @@ def test_html_structure(mixed_corpus: Path) -> None:
     assert "an HTML comment" not in doc.text
     assert "Loose text inside a div still counts, with a link in it." in doc.text
     (table,) = _block_text(doc, "table")
-    assert table.splitlines() == ["Stage Budget", "dense 40 ms", "rerank 120 ms"]
+    # Cells are tab-separated, so the answerer can read the table as rows of cells.
+    assert table.splitlines() == ["Stage\tBudget", "dense\t40 ms", "rerank\t120 ms"]
     (code,) = _block_text(doc, "code")
     assert code == 'ragmesh query "how does fusion work?"\n  --top-k 5'
     stages = doc.sections[1]

@@ -23,6 +23,7 @@ from ragmesh_gateway.chat.service import (
 )
 from ragmesh_gateway.search.presenters import filters_from, search_hit, security_summary, single_version
 from ragmesh_gateway.search.service import GuardReport, RankedSource
+from ragmesh_gateway.security.findings import SecuritySummary
 
 
 def chat_params(request: ChatRequest) -> ChatParams:
@@ -48,11 +49,12 @@ def chat_meta(session: ChatSession, request_id: str) -> ChatMeta:
     )
 
 
-def _cited_security(session_report: GuardReport, cited: list[RankedSource]):
-    summary = security_summary(session_report)
-    cited_ids = {s.source_id for s in cited}
-    summary.flagged_sources = [sid for sid in summary.flagged_sources if sid in cited_ids]
-    return summary
+def _cited_security(cited: list[RankedSource]):
+    """The summary of what the visitor is shown: findings in the sources sent with the answer,
+    not in candidates that were retrieved but not cited."""
+    summary = SecuritySummary.of(result for source in cited for result in source.guarded.results)
+    flagged = [s.source_id for s in cited if any(r.findings for r in s.guarded.results)]
+    return security_summary(GuardReport(summary, flagged))
 
 
 def event_payload(
@@ -64,7 +66,7 @@ def event_payload(
     if isinstance(event, AnswerSources):
         return "sources", ChatSources(
             sources=[search_hit(s) for s in event.sources],
-            security=_cited_security(session.outcome.security, event.sources),
+            security=_cited_security(event.sources),
             basis=event.basis,  # type: ignore[arg-type]
         )
     if isinstance(event, AnswerDone):
@@ -98,7 +100,7 @@ def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerRespon
         index_versions=versions,
         session_id=collected.session_id,
         sources=[search_hit(s) for s in collected.cited],
-        security=_cited_security(outcome.security, collected.cited),
+        security=_cited_security(collected.cited),
         error=(
             ChatError(
                 code=failed.code,

@@ -25,7 +25,8 @@ _UNTRUSTED_CONTENT = {
 class FilesController(Controller):
     path = API
     tags = ["files"]
-    opt = {"route_class": RouteClass.FILES, "scope": Scope.READ}
+    # Whoever may chat with a corpus may open its citations (anonymous visitors: public corpora).
+    opt = {"route_class": RouteClass.FILES, "scope": (Scope.READ, Scope.ANSWER)}
     dependencies = {"files": Provide(provide_files, sync_to_thread=False)}
 
     @get(

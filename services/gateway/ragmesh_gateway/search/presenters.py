@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ragmesh_gateway.files.links import citation_url
 from ragmesh_gateway.search.models import Chunk, Filters
 from ragmesh_gateway.search.schemas import (
     ArticleChunk,
@@ -55,7 +56,7 @@ def _chunk_fields(chunk: Chunk, guard_rules: tuple[str, ...]) -> dict:
         version=chunk.version,
         title=chunk.title,
         heading_path=list(chunk.heading_path),
-        url=chunk.url,
+        url=citation_url(chunk),
         quote=chunk.quote,
         content=chunk.content or None,
         source_path=chunk.source_path,

@@ -50,7 +50,9 @@ async def checked_caller(request: Request, services: GatewayServices) -> Caller:
     await admit(services.rate_limiter, info, RouteClass(opt.get("route_class", RouteClass.READ)), request.scope)
     caller = await services.authenticator.authenticate(info)
     if opt.get("scope"):
-        caller.require(Scope(opt["scope"]))
+        # One scope, or a tuple of scopes any one of which will do.
+        scopes = opt["scope"] if isinstance(opt["scope"], tuple) else (opt["scope"],)
+        caller.require(*(Scope(s) for s in scopes))
     return caller
 
 

@@ -106,8 +106,10 @@ def _node_text(kind: str, nodes: list[Tag | NavigableString]) -> str:
     if kind == "code":
         return nodes[0].get_text().strip("\n").rstrip()
     if kind == "table":
+        # Cells are tab-separated: readers of the chunk (the extractive answerer's table rows)
+        # need the cell boundaries, and a tab is white space to the quote gate.
         rows = [
-            " ".join(collapse_whitespace(c.get_text()) for c in row.find_all(["td", "th"]))
+            "\t".join(collapse_whitespace(c.get_text()) for c in row.find_all(["td", "th"]))
             for row in nodes[0].find_all("tr")
         ]
         return "\n".join(r for r in rows if r) or collapse_whitespace(nodes[0].get_text())

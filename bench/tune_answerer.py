@@ -1,0 +1,122 @@
+"""Calibrate the extractive answerer offline: replay saved evidence through it in-process.
+
+    # 1. save what the gateway retrieves for every question (the chat's own search: top 5, content)
+    .venv/bin/python bench/tune_answerer.py dump --dataset DIR --url http://127.0.0.1:PORT --corpus LIB@VER \
+        --out /tmp/evidence.jsonl
+    # 2. answer every saved question with the runtime's answerer, for each threshold asked
+    .venv/bin/python bench/tune_answerer.py replay --dataset DIR --evidence /tmp/evidence.jsonl --split tune \
+        --min-score 0.3,0.35,0.4
+
+Step 2 loads the runtime's models (verified like the runtime does) and builds the evidence prompt
+the generation service would send, so the answer is the one ``/v1/chat/completions`` gives for
+the same sources; it prints one JSON line per setting, with the metrics of bench/answer_set.py.
+Tune on ``--split tune`` only; ``check`` is for the report. The real mesh figures come from
+bench/eval_answers.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import httpx
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from answer_set import SPLITS, Outcome, load_questions, split_of, summarize  # noqa: E402
+
+
+def dump(args: argparse.Namespace) -> int:
+    questions = load_questions(args.dataset)
+    with httpx.Client(base_url=args.url, timeout=120) as http, args.out.open("w", encoding="utf-8") as out:
+        for q in questions:
+            body = {"query": q.question, "top_k": 5, "include_content": True, "filters": {"corpus": args.corpus}}
+            results = http.post("/api/rag/v1/search", json=body).json().get("results", [])
+            sources = [{"id": r["source_id"], "title": r["title"], "heading": " > ".join(r["heading_path"]),
+                        "text": r.get("content") or r["quote"]} for r in results]
+            out.write(json.dumps({"id": q.id, "sources": sources}, ensure_ascii=False) + "\n")
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    from ragmesh_runtime.generator.extractive import ExtractiveAnswerer
+    from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt, EvidenceSource
+    from ragmesh_runtime.models import load_models
+    from ragmesh_runtime.settings import GeneratorSettings, RuntimeSettings
+
+    settings = RuntimeSettings()
+    models = load_models(settings)
+    evidence = {row["id"]: row["sources"] for row in map(json.loads, args.evidence.read_text().splitlines())}
+    questions = [q for q in load_questions(args.dataset) if args.split == "all" or split_of(q) == args.split]
+    overrides = [dict(zip(args.vary, values)) for values in _grid(args)]
+    # The signals do not depend on the weights: compute them once, weigh them per setting.
+    base = ExtractiveAnswerer(models.encoder, GeneratorSettings.from_env())  # env: the signals themselves
+    prepared = []
+    for q in questions:
+        sources = tuple(EvidenceSource(s["id"], s["title"], s["heading"], s["text"]) for s in evidence[q.id])
+        prompt = EvidencePrompt(sources, q.question)
+        candidates = base.candidates(prompt) if sources else []
+        prepared.append((q, prompt, base.features(q.question, candidates) if candidates else []))
+    for override in overrides:
+        answerer = ExtractiveAnswerer(models.encoder, msgspec.structs.replace(GeneratorSettings.from_env(), **override))
+        outcomes = []
+        for q, prompt, features in prepared:
+            if not features:
+                outcomes.append(Outcome(q, "insufficient_evidence", "", [], 0.0))
+                continue
+            answer = answerer.decide(prompt, [answerer.combine(f) for f in features])
+            by_id = {s.id: s.text for s in prompt.sources}
+            cited = list(dict.fromkeys(unit.source_id for unit in answer.units))
+            outcomes.append(Outcome(q, "answered" if answer.sufficient else "insufficient_evidence", answer.text,
+                                    [by_id[c] for c in cited], 0.0))
+        summary = summarize(outcomes)
+        for field in ("latency_ms_p50", "latency_ms_p95", "withheld_rate", "errors"):
+            summary.pop(field)
+        print(json.dumps({"split": args.split, **override, **summary}), flush=True)
+        if args.show_misses:
+            for o in outcomes:
+                r = o.record()
+                if (o.question.answerable and not r["answer_hit"]) or (not o.question.answerable and o.answered):
+                    print(json.dumps({k: r[k] for k in ("id", "kind", "question", "golds", "status", "answer")},
+                                     ensure_ascii=False), file=sys.stderr)
+    return 0
+
+
+def _grid(args: argparse.Namespace) -> list[tuple]:
+    import itertools
+
+    return list(itertools.product(*[[_number(v) for v in values.split(",")] for values in args.values])) or [()]
+
+
+def _number(text: str):
+    return float(text) if "." in text else int(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("--dataset", required=True, type=Path)
+    d.add_argument("--url", required=True)
+    d.add_argument("--corpus", required=True)
+    d.add_argument("--out", required=True, type=Path)
+    r = sub.add_parser("replay")
+    r.add_argument("--dataset", required=True, type=Path)
+    r.add_argument("--evidence", required=True, type=Path)
+    r.add_argument("--split", default="tune", choices=SPLITS)
+    r.add_argument("--set", dest="pairs", action="append", default=[], metavar="FIELD=V1,V2",
+                   help="a GeneratorSettings field and the values to try (repeatable: a grid)")
+    r.add_argument("--show-misses", action="store_true", help="print each miss to stderr (last setting wins)")
+    args = p.parse_args(argv)
+    if args.command == "dump":
+        return dump(args)
+    args.vary = [pair.split("=", 1)[0] for pair in args.pairs]
+    args.values = [pair.split("=", 1)[1] for pair in args.pairs]
+    return replay(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""What kind of answer a question expects, and whether a unit of evidence can hold one.
+
+Surface rules, English only: "how many", "when", "what year" ask for a number or a date, "who"
+for a name. A unit that cannot hold the expected kind of answer ("The team was strong." for "How
+many points did they score?") is unlikely to be the answer even when it repeats the question's
+words, so the answerer scores it down; so is a code line, unless the question asks how to do something.
+"""
+
+from __future__ import annotations
+
+import re
+
+NUMBER, DATE, PERSON = "number", "date", "person"
+
+_NUMBER_QUESTION = re.compile(
+    r"\b(how (many|much|long|far|old|big|large|tall|high|wide|deep|often|fast|heavy)|what (percentage|percent|"
+    r"number|amount|proportion|fraction|size|age)|what is the (number|amount|size|population|area))\b", re.I)
+_DATE_QUESTION = re.compile(r"^\s*when\b|\b(what|which) (year|years|decade|century|date|day|month|time|era)\b|"
+                            r"\bin what (year|decade|century)\b", re.I)
+_PERSON_QUESTION = re.compile(r"^\s*(who|whom|whose)\b|\bwho (was|is|were|did|had|has)\b", re.I)
+_NUMBER_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+                 r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|"
+                 r"hundred|hundreds|thousand|thousands|million|millions|billion|billions|dozen|dozens|half|"
+                 r"quarter|once|twice|single|double|triple|several|few")
+_HAS_NUMBER = re.compile(rf"\d|\b({_NUMBER_WORDS})\b", re.I)
+_MONTHS = r"january|february|march|april|may|june|july|august|september|october|november|december"
+_HAS_DATE = re.compile(rf"\d|\b({_MONTHS}|century|centuries|decade|era|age|period|dynasty|reign|today|"
+                       r"yesterday|spring|summer|autumn|fall|winter|morning|evening|night|ago|later|"
+                       r"before|after|during|until|since)\b", re.I)
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+
+
+_PROCEDURE_QUESTION = re.compile(
+    r"\b(how (do|can|should|would) (i|we|you)|how to|which (command|flag|option)|what (command|flag|option)|"
+    r"command|syntax|example|install|run|start|stop|enable|create|submit|initiali[sz]e|set up|configure)\b", re.I)
+
+
+def asks_for_procedure(question: str) -> bool:
+    """Whether a code line can be the answer: "how do I ...", "which command ...", "install ...".
+    A line of an example file is no answer to "what is the default of X?"."""
+    return bool(_PROCEDURE_QUESTION.search(question))
+
+
+def expected_kind(question: str) -> str:
+    if _NUMBER_QUESTION.search(question):
+        return NUMBER
+    if _DATE_QUESTION.search(question):
+        return DATE
+    if _PERSON_QUESTION.search(question):
+        return PERSON
+    return ""
+
+
+def can_hold(kind: str, text: str, question: str) -> bool:
+    """Whether ``text`` holds something of the expected kind that the question does not."""
+    if kind == NUMBER:
+        return bool(_HAS_NUMBER.search(_without(text, question)))
+    if kind == DATE:
+        return bool(_HAS_DATE.search(_without(text, question)))
+    if kind == PERSON:
+        asked = {w.lower() for w in re.findall(r"[A-Za-z]+", question)}
+        return any(w.lower() not in asked for w in _CAPITALISED.findall(text))
+    return True
+
+
+def _without(text: str, question: str) -> str:
+    """The text less the numbers the question already states ("in 1999, how many ...")."""
+    for number in re.findall(r"\d[\d,.]*", question):
+        text = text.replace(number, " ")
+    return text
