@@ -1,4 +1,5 @@
-# ragmesh: `make run` starts the embedded mesh and answers a question; `make test` runs the suite.
+# ragmesh: `make run` starts the embedded mesh and answers a question; `make test` runs the suite;
+# `make compose-test` builds every image, boots the Compose stack and tests it through nginx.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -11,7 +12,7 @@ PYTEST_ARGS ?=
 
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup gen run test wheelhouse lock clean eval
+.PHONY: setup gen run test compose-test wheelhouse lock clean eval
 
 EDITABLE := $(VENV)/.editable-stamp
 
@@ -41,6 +42,11 @@ run: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Images, the Compose stack and tests/compose against it (docs/operations.md, "Compose in CI");
+# starts its own Docker engine where none runs (as root), and leaves the host as it found it.
+compose-test: setup
+	deploy/compose-test/run
 
 # The wheels every image installs, for building images offline (deploy/wheelhouse/).
 wheelhouse: setup
