@@ -1,4 +1,5 @@
-# ragmesh: `make run` starts the embedded mesh and answers a question; `make test` runs the suite.
+# ragmesh: `make run` starts the embedded mesh and answers a question; `make test` runs the suite;
+# `make compose-test` builds every image, boots the Compose stack and tests it through nginx.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -11,7 +12,7 @@ PYTEST_ARGS ?=
 
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup gen run test lock clean eval
+.PHONY: setup gen run test compose-test wheelhouse lock clean eval
 
 EDITABLE := $(VENV)/.editable-stamp
 
@@ -42,10 +43,23 @@ run: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Recompile the lock files from requirements*.in (needs network to PyPI).
+# Images, the Compose stack and tests/compose against it (docs/operations.md, "Compose in CI");
+# starts its own Docker engine where none runs (as root), and leaves the host as it found it.
+compose-test: setup
+	deploy/compose-test/run
+
+# The wheels every image installs, for building images offline (deploy/wheelhouse/).
+wheelhouse: setup
+	deploy/requirements/download-wheels
+
+# Recompile the lock files from requirements*.in (needs network to PyPI). Each image's lock
+# (deploy/requirements/<image>.lock) takes its versions from requirements.lock.
 lock: $(STAMP)
 	$(BIN)/uv pip compile -q requirements.in -o requirements.lock --generate-hashes --python-version 3.11
 	$(BIN)/uv pip compile -q requirements-nodeps.in -o requirements-nodeps.lock --no-deps --generate-hashes
+	for spec in deploy/requirements/*.in; do \
+	  $(BIN)/uv pip compile -q $$spec -c requirements.lock -o $${spec%.in}.lock --generate-hashes --python-version 3.11 || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache

@@ -187,6 +187,12 @@ def _indexer_call(args, method: str, request) -> Any:
 def corpus_spec(args):
     from ragmesh.v1 import indexer_pb2
 
+    if not args.source and "/" in args.corpus and not Path(args.corpus).is_dir():
+        # Corpus ids are library@version and never hold a "/": this was meant as a folder. In a
+        # container that is most often a corpora folder that was not mounted.
+        err(f"--corpus {args.corpus}: no such folder here (a corpus id is library@version; "
+            "in a container, is the corpora folder mounted there?)")
+        raise SystemExit(EXIT_USAGE)
     source = args.source or (args.corpus if Path(args.corpus).is_dir() else "")
     library = args.library or (Path(source).resolve().name if source else args.corpus.split("@")[0])
     version = args.version or (args.corpus.split("@", 1)[1] if "@" in args.corpus else "main")

@@ -157,13 +157,26 @@ def instrument_clients() -> None:
     if _clients_instrumented:
         return
     _clients_instrumented = True
-    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    from opentelemetry.instrumentation.redis import RedisInstrumentor
+    # Each image installs only what its process uses (rerank has no asyncpg), and an instrumentation
+    # module imports its library: instrument only the libraries that are there.
+    if _installed("httpx"):
+        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
-    HTTPXClientInstrumentor().instrument()
-    RedisInstrumentor().instrument()
-    AsyncPGInstrumentor(capture_parameters=False).instrument()
+        HTTPXClientInstrumentor().instrument()
+    if _installed("redis"):
+        from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+        RedisInstrumentor().instrument()
+    if _installed("asyncpg"):
+        from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+
+        AsyncPGInstrumentor(capture_parameters=False).instrument()
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def http_server_span_details(scope: Any) -> tuple[str, dict[str, str]]:

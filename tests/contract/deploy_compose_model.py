@@ -17,7 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SCHEMA = json.loads((ROOT / "tests/fixtures/compose-spec/compose-spec.json").read_text(encoding="utf-8"))
-CORE, GPU, OPS = (DEPLOY / f"compose.{name}.yml" for name in ("core", "gpu", "ops"))
+CORE, GPU, OPS, CI = (DEPLOY / f"compose.{name}.yml" for name in ("core", "gpu", "ops", "ci"))
 RAGMESH_SERVICES = ("gateway", "retrieval", "rerank", "generation", "indexer", "runtime")
 MODEL_SERVERS = ("vllm", "tei-embed", "tei-rerank")
 # Services allowed to run without a health check, each for a reason written in the file itself.
@@ -26,8 +26,47 @@ ONE_SHOT_JOBS = ("index-job", "models-fetch")
 REQUIRED_VARIABLES = {"RAGMESH_MODELS_DIR": "/srv/ragmesh/models"}
 
 
+class Override:
+    """A value tagged ``!override``: it replaces what the files before it set, instead of merging."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Reset:
+    """``!reset``: the attribute is removed, as if no file before had set it."""
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_override(loader: yaml.SafeLoader, node: yaml.Node) -> Override:
+    if isinstance(node, yaml.MappingNode):
+        return Override(loader.construct_mapping(node, deep=True))
+    if isinstance(node, yaml.SequenceNode):
+        return Override(loader.construct_sequence(node, deep=True))
+    return Override(loader.construct_scalar(node))
+
+
+_ComposeLoader.add_constructor("!override", _construct_override)
+_ComposeLoader.add_constructor("!reset", lambda loader, node: Reset())
+
+
 def load(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    """One file as written; ``!override`` and ``!reset`` (Compose 2.24+) kept as markers for merge()."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_ComposeLoader)  # noqa: S506 - SafeLoader subclass
+
+
+def plain(value: Any) -> Any:
+    """``value`` without merge markers (what a single file means on its own)."""
+    if isinstance(value, Override):
+        return plain(value.value)
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items() if not isinstance(item, Reset)}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
 
 
 # --- interpolation and merging, after the Compose Specification ---------------------------------------
@@ -80,19 +119,23 @@ def merge(base: Any, override: Any, attribute: str = "") -> Any:
     if isinstance(base, dict) and isinstance(override, dict):
         merged = dict(base)
         for key, value in override.items():
-            if key in ("command", "entrypoint") or (attribute == "healthcheck" and key == "test"):
+            if isinstance(value, Reset):
+                merged.pop(key, None)
+            elif isinstance(value, Override):
+                merged[key] = plain(value)
+            elif key in ("command", "entrypoint") or (attribute == "healthcheck" and key == "test"):
                 merged[key] = deepcopy(value)
             elif key in merged:
                 merged[key] = merge(merged[key], value, key)
             else:
                 merged[key] = deepcopy(value)
-        return merged
+        return plain(merged)
     if isinstance(base, list) and isinstance(override, list):
         merged_list = {_unique_key(attribute, entry): entry for entry in base}
         for entry in override:
             merged_list[_unique_key(attribute, entry)] = entry
         return list(merged_list.values())
-    return deepcopy(override)
+    return plain(deepcopy(override))
 
 
 def project(*paths: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -116,4 +159,6 @@ COMBINATIONS = {
     "core+gpu": (CORE, GPU),
     "core+ops": (CORE, OPS),
     "core+gpu+ops": (CORE, GPU, OPS),
+    # make compose-test's project: core with what a host without an image registry cannot have.
+    "core+ci": (CORE, CI),
 }

@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from deploy_compose_model import (
+    CI,
     COMBINATIONS,
     CORE,
     DEPLOY,
@@ -28,6 +29,7 @@ from deploy_compose_model import (
     interpolate,
     load,
     merge,
+    plain,
     project,
 )
 
@@ -37,9 +39,9 @@ SCHEMA = json.loads((ROOT / "tests/fixtures/compose-spec/compose-spec.json").rea
 # --- schema -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [CORE, GPU, OPS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [CORE, GPU, OPS, CI], ids=lambda p: p.name)
 def test_each_file_is_valid_against_the_compose_schema(path: Path) -> None:
-    errors = sorted(jsonschema.Draft201909Validator(SCHEMA).iter_errors(load(path)), key=str)
+    errors = sorted(jsonschema.Draft201909Validator(SCHEMA).iter_errors(plain(load(path))), key=str)
     assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
 
 
@@ -134,7 +136,7 @@ def test_ragmesh_services_run_read_only_as_uid_10001() -> None:
         assert services[name]["user"] == "10001:10001", name
 
 
-@pytest.mark.parametrize("paths", [(CORE,), (CORE, GPU)], ids=["core", "core+gpu"])
+@pytest.mark.parametrize("paths", [(CORE,), (CORE, GPU), (CORE, CI)], ids=["core", "core+gpu", "core+ci"])
 def test_only_nginx_publishes_a_port(paths: tuple[Path, ...]) -> None:
     tree = project(*paths)
     publishing = {name for name, service in tree["services"].items() if service.get("ports")}
@@ -175,9 +177,24 @@ def test_dependencies_exist_and_are_waited_for_by_health(paths: tuple[Path, ...]
     for name, service in services.items():
         for dependency, rule in service.get("depends_on", {}).items():
             assert dependency in services, f"{name} depends on unknown {dependency}"
-            assert not services[dependency].get("profiles"), f"{name} depends on profiled {dependency}"
+            # A dependency in a profile its dependent is not in would not start with it.
+            assert set(services[dependency].get("profiles", [])) <= set(service.get("profiles", [])), (
+                f"{name} depends on {dependency}, which starts only with profile {services[dependency]['profiles']}")
             assert rule["condition"] == "service_healthy", f"{name} -> {dependency}"
             assert not services[dependency]["healthcheck"].get("disable"), f"{dependency} has no check"
+
+
+def mounts(service: dict) -> list[dict]:
+    """A service's volumes in the long syntax: {type, source, target, read_only[, bind]}."""
+    found = []
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            found.append(volume)
+            continue
+        source, target, *options = volume.split(":")
+        kind = "bind" if source.startswith(("/", ".")) else "volume"
+        found.append({"type": kind, "source": source, "target": target, "read_only": options == ["ro"]})
+    return found
 
 
 def test_every_service_has_resource_limits_and_named_volumes() -> None:
@@ -185,13 +202,53 @@ def test_every_service_has_resource_limits_and_named_volumes() -> None:
     for name, service in tree["services"].items():
         limits = service["deploy"]["resources"]["limits"]
         assert limits.get("cpus") and limits.get("memory"), name
-        for volume in service.get("volumes", []):
-            source = volume.split(":")[0]
-            if source.startswith(("/", ".")):
+        for mount in mounts(service):
+            if mount["type"] == "bind":
                 # Bind mounts: read-only config, the corpus, and the model folder.
-                assert volume.endswith(":ro") or name == "models-fetch", f"{name} writes to {volume}"
+                assert mount["read_only"] or name == "models-fetch", f"{name} writes to {mount}"
             else:
-                assert source in tree["volumes"], f"{name} uses undeclared volume {source}"
+                assert mount["source"] in tree["volumes"], f"{name} uses undeclared volume {mount['source']}"
+
+
+def test_a_corpora_folder_that_is_not_there_is_refused_not_created() -> None:
+    # Short-syntax binds make a missing host folder (empty, owned by root); the long syntax with
+    # create_host_path false makes `up` fail with the path instead.
+    for name, service in project(CORE)["services"].items():
+        for mount in mounts(service):
+            if mount["target"] == "/corpora":
+                assert mount["type"] == "bind" and mount["read_only"] is True, name
+                assert mount["bind"] == {"create_host_path": False}, name
+
+
+@pytest.mark.parametrize("paths", COMBINATIONS.values(), ids=COMBINATIONS.keys())
+def test_every_tmpfs_belongs_to_the_user_the_service_runs_as(paths: tuple[Path, ...]) -> None:
+    # The engine mounts a tmpfs owned by root unless told otherwise; a service running as another
+    # user then cannot write there (retrieval's embedded store died with PermissionError).
+    for name, service in project(*paths)["services"].items():
+        uid, _, gid = str(service.get("user", "")).partition(":")
+        for entry in service.get("tmpfs", []):
+            path, _, options = entry.partition(":")
+            given = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
+            assert uid.isdigit() and gid.isdigit(), f"{name} mounts tmpfs {path} but names its user {uid!r}"
+            assert given.get("uid") == uid and given.get("gid") == gid, f"{name}: tmpfs {path} is not {uid}:{gid}"
+            assert re.fullmatch(r"0?[0-7]{3,4}", given.get("mode", "")), f"{name}: tmpfs {path} has no mode"
+
+
+@pytest.mark.parametrize("paths", COMBINATIONS.values(), ids=COMBINATIONS.keys())
+def test_health_checks_survive_a_busy_host_without_hiding_a_dead_service(paths: tuple[Path, ...]) -> None:
+    # A Python check on 2 busy cores takes seconds: 3 s timeouts marked every container unhealthy.
+    # A dead service must still show as unhealthy within a minute of its start period.
+    def seconds(value: str) -> float:
+        return float(value.removesuffix("s")) if value.endswith("s") and value[-2].isdigit() else float(value)
+
+    for name, service in project(*paths)["services"].items():
+        check = service["healthcheck"]
+        if check.get("disable"):
+            continue
+        assert seconds(check["timeout"]) >= 10, f"{name}: timeout {check['timeout']}"
+        assert seconds(check["interval"]) * check["retries"] <= 60, f"{name} may be dead unnoticed for longer"
+        limit = 600 if name in MODEL_SERVERS else 120  # loading a 7B model takes minutes
+        assert seconds(check["start_period"]) <= limit, f"{name}: start period {check['start_period']}"
 
 
 def test_gateway_runs_two_replicas_behind_nginx() -> None:
@@ -212,8 +269,8 @@ def test_the_index_job_is_a_one_shot_client_of_the_indexer_in_the_job_profile() 
     assert job["depends_on"] == {"indexer": {"condition": "service_healthy"}}
     assert job["environment"]["RAGMESH_INDEXER_ADDR"] == "indexer:50054"
     # The indexer reads the folder the job names, so both see the corpora at the same path.
-    (corpora,) = [v for v in job["volumes"] if v.endswith(":/corpora:ro")]
-    assert corpora in services["indexer"]["volumes"] and corpora in services["gateway"]["volumes"]
+    (corpora,) = [v for v in mounts(job) if v["target"] == "/corpora"]
+    assert corpora in mounts(services["indexer"]) and corpora in mounts(services["gateway"])
     assert "index-job" not in active_services(project(CORE))
     assert "index-job" in active_services(project(CORE), ("job",))
 
@@ -296,6 +353,10 @@ def test_secrets_come_from_files_never_from_the_compose_file() -> None:
                 assert key.endswith("FILE"), f"{name}.{key} holds a secret inline instead of a file path"
     for secret in tree["secrets"].values():
         assert secret["file"].startswith("./secrets/")
+    elsewhere = project(CORE, env={"RAGMESH_SECRETS_DIR": "/etc/ragmesh/secrets"})
+    assert {s["file"] for s in elsewhere["secrets"].values()} == {
+        f"/etc/ragmesh/secrets/{name}" for name in tree["secrets"]
+    }
     rules = [
         line for line in (DEPLOY / "secrets/.gitignore").read_text().splitlines() if not line.startswith("#")
     ]

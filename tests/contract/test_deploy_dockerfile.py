@@ -71,14 +71,50 @@ def test_each_target_health_check_matches_the_compose_file() -> None:
         assert yaml.safe_load(exec_form) == compose["services"][target]["healthcheck"]["test"][1:], target
 
 
-def test_dependencies_come_from_the_hash_checked_lock_files() -> None:
-    build = stages()["build"]
-    sync = [line for line in build if "uv pip sync" in line]
-    assert len(sync) == 1 and "requirements.lock requirements-nodeps.lock" in sync[0]
-    makefile_uv = re.search(r"^UV_VERSION := (\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
-    assert any(f"uv=={makefile_uv}" in line for line in build), "image and Makefile pin different uv"
+def test_each_image_installs_its_own_hash_checked_lock() -> None:
+    all_stages = stages()
+    build = all_stages["build"]
+    assert any("--require-hashes" in line and "deploy/requirements/build.lock" in line for line in build)
     assert any("grpc_tools.protoc" in line for line in build), "stubs are not generated"
     assert "--generate-hashes" in (ROOT / "Makefile").read_text()
+    installer = (ROOT / "deploy/requirements/install-venv").read_text(encoding="utf-8")
+    assert 'pip sync --python /opt/venv/bin/python --require-hashes "$@" "deploy/requirements/$image.lock"' in installer
+    for target in SERVICE_TARGETS:
+        venv = all_stages[f"{target}-venv"]
+        assert venv[0].split()[1] == "build", target
+        assert instruction(venv, "RUN") == [f"RUN deploy/requirements/install-venv {target}"], target
+        # The target gets its own environment, and nothing of the build stage but the code.
+        copies = [line for line in instruction(all_stages[target], "COPY")]
+        assert copies == [f"COPY --from={target}-venv /opt/venv /opt/venv"], (target, copies)
+    assert instruction(all_stages["service-base"], "COPY") == ["COPY --from=build /app /app"]
+
+
+def test_with_a_wheelhouse_no_build_step_reaches_a_network() -> None:
+    # deploy/wheelhouse/ is in the build context (never the images); with wheels in it, pip and uv
+    # read that folder alone. make compose-test builds with `network: none`, which proves it.
+    rules = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
+    assert not any("deploy/wheelhouse".startswith(rule.rstrip("/")) for rule in rules)
+    assert (ROOT / "deploy/wheelhouse/.gitignore").read_text().splitlines()[1:] == ["*", "!.gitignore"]
+    build = stages()["build"]
+    assert "COPY deploy/wheelhouse/ /wheelhouse/" in build
+    assert any("--no-index --find-links /wheelhouse" in line for line in build)
+    installer = (ROOT / "deploy/requirements/install-venv").read_text(encoding="utf-8")
+    assert "set -- --offline --no-index --find-links /wheelhouse" in installer
+    for target in (*SERVICE_TARGETS, "edge"):
+        assert not any("/wheelhouse" in line for line in stages()[target]), f"{target} ships the wheelhouse"
+
+
+def test_each_target_health_check_timing_matches_the_compose_file() -> None:
+    compose = yaml.safe_load((ROOT / "deploy/compose.core.yml").read_text(encoding="utf-8"))
+    for target in (*SERVICE_TARGETS, "edge"):
+        (healthcheck,) = instruction(stages()[target], "HEALTHCHECK")
+        given = dict(re.findall(r"--([a-z-]+)=(\S+)", healthcheck))
+        service = compose["services"]["nginx" if target == "edge" else target]
+        timing = {**compose.get("x-grpc-healthcheck-timing", {}), **service["healthcheck"]}
+        assert given == {
+            "interval": timing["interval"], "timeout": timing["timeout"],
+            "start-period": timing["start_period"], "retries": str(timing["retries"]),
+        }, target
 
 
 def test_the_edge_image_runs_unprivileged_with_the_repository_nginx_config() -> None:

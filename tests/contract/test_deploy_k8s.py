@@ -93,6 +93,22 @@ def test_pods_run_as_non_root_read_only_with_probes_and_limits() -> None:
             assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
 
 
+def test_every_writable_volume_belongs_to_the_user_the_pod_runs_as() -> None:
+    # compose.core.yml mounts each tmpfs with uid/gid 10001 (a tmpfs is root's otherwise); here the
+    # pod's fsGroup gives its emptyDir volumes to group 10001.
+    (job,) = documents(ROOT / "deploy/k8s/jobs/index-ci.yaml")
+    pods = {name: d["spec"]["template"]["spec"] for name, d in of_kind("Deployment").items()}
+    pods["index-ci"] = job["spec"]["template"]["spec"]
+    for name, pod in pods.items():
+        context = pod["securityContext"]
+        assert context["runAsUser"] == context["runAsGroup"] == context["fsGroup"] == 10001, name
+        assert context["fsGroupChangePolicy"] == "OnRootMismatch", name
+        empty = {volume["name"] for volume in pod["volumes"] if "emptyDir" in volume}
+        (container,) = pod["containers"]
+        written = {m["name"] for m in container["volumeMounts"] if not m.get("readOnly")}
+        assert written <= empty | {"corpora"} and {"tmp", "state"} <= written, name
+
+
 def test_the_config_map_matches_the_compose_environment() -> None:
     config = of_kind("ConfigMap")["ragmesh-env"]["data"]
     compose = yaml.safe_load((ROOT / "deploy/compose.core.yml").read_text(encoding="utf-8"))

@@ -192,6 +192,19 @@ def test_nginx_accepts_the_rendered_config(tmp_path: Path) -> None:
     assert "test is successful" in result.stderr
 
 
+def test_every_temp_path_lies_under_the_prefix() -> None:
+    # nginx creates each module's temp folder at start, at the path compiled in (Debian's:
+    # /var/lib/nginx/<module>) unless the config names one; under a read-only root that mkdir is
+    # fatal. Relative paths resolve against -p (/tmp/ in the image, a tmpfs).
+    import re
+
+    config = (ROOT / "deploy/nginx/nginx.conf").read_text(encoding="utf-8")
+    for module in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        match = re.search(rf"^\s*{module}_temp_path\s+(\S+);", config, re.M)
+        assert match, f"nginx.conf leaves {module}_temp_path at the compiled-in default"
+        assert not match.group(1).startswith("/"), f"{module}_temp_path {match.group(1)} is outside the prefix"
+
+
 def test_rendering_leaves_no_template_variable_and_keeps_nginx_variables(tmp_path: Path) -> None:
     conf = render_config().render(tmp_path / "conf")
     (site,) = (conf.parent / "sites").glob("*.conf")

@@ -101,3 +101,20 @@ async def test_add_promote_verify_ci_and_diff_through_the_cli(stack: IndexerStac
     assert usage.returncode == 2  # required options missing
     unknown = await cli(stack, "corpus", "verify", "--corpus", "nobody@0")
     assert unknown.returncode == 2 and "NOT_FOUND" in unknown.stderr
+
+
+@pytest.mark.parametrize("command", [("index", "ci"), ("index", "build")])
+def test_a_corpus_folder_that_is_not_there_is_named_before_any_call(tmp_path: Path, command) -> None:
+    # A path that is no folder here is not a corpus id (ids are library@version, never a path): in a
+    # container it is most often a corpora folder that was not mounted. Nothing listens at --addr.
+    import subprocess
+    import sys
+
+    missing = tmp_path / "handbook"
+    result = subprocess.run(
+        [sys.executable, "-m", "ragmesh_cli.main", *command, "--corpus", str(missing), "--addr", "127.0.0.1:9"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"--corpus {missing}" in result.stderr and "no such folder" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
