@@ -8,7 +8,6 @@ Bounded (``EXAMPLES`` per operation, no shrinking) so the whole run stays well u
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not i
 from hypothesis import HealthCheck, settings  # noqa: E402 - schemathesis brings hypothesis
 from schemathesis import GenerationMode  # noqa: E402
 
-from gateway_mesh import running_mesh  # noqa: E402
+from gateway_mesh import running_mesh, serve_in_thread  # noqa: E402
 from ragmesh_gateway.app import create_app  # noqa: E402
 from ragmesh_gateway.openapi import openapi_document  # noqa: E402
 
@@ -50,8 +49,6 @@ def feedback_schema(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def gateway_url(tmp_path_factory: pytest.TempPathFactory, pg_url: str, feedback_schema: str) -> Iterator[str]:
-    import uvicorn
-
     root = tmp_path_factory.mktemp("fuzz-corpus")
     (root / "guide").mkdir()
     (root / "guide" / "page1.md").write_text("# Page one\n", encoding="utf-8")
@@ -59,22 +56,8 @@ def gateway_url(tmp_path_factory: pytest.TempPathFactory, pg_url: str, feedback_
         app = create_app(
             mesh.settings(corpus_roots={"docs@1": str(root)}, postgres_url=pg_url, db_schema=feedback_schema)
         )
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
-        server = uvicorn.Server(config)
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
-        thread.start()
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            threading.Event().wait(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(15)
-            loop.close()
+        with serve_in_thread(app) as base_url:
+            yield base_url
 
 
 @SCHEMA.parametrize()

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
 from litestar.testing import AsyncTestClient
 
 from gateway_auth import StaticAuthenticator
-from gateway_mesh import Mesh
+from gateway_mesh import Mesh, as_loopback
 from ragmesh_gateway.access import Caller
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.deps import build_deps
 
 INDEX = "/api/rag/v1/internal/index"
+
+
+@pytest.fixture
+async def client(mesh: Mesh) -> AsyncIterator[AsyncTestClient]:
+    """The local operator: authentication disabled, calling from 127.0.0.1."""
+    async with AsyncTestClient(as_loopback(create_app(mesh.settings()))) as test_client:
+        yield test_client
 
 
 async def test_build_promote_rollback_status(client: AsyncTestClient, mesh: Mesh) -> None:
