@@ -133,9 +133,14 @@ def _auth_mode(value: str) -> str:
 
 
 def parse_corpus_roots(items: list[str]) -> dict[str, str]:
-    """``["docs=/srv/docs", "api@2=/srv/api"]`` -> ``{"docs": "/srv/docs", "api@2": "/srv/api"}``."""
+    """``["docs=/srv/docs", "api@2=/srv/api"]`` -> ``{"docs": "/srv/docs", "api@2": "/srv/api"}``.
+
+    A bare ``/folder`` entry only widens what the indexer may read (its allow-list, the same
+    variable); it names no corpus, so the gateway serves nothing from it by itself."""
     roots: dict[str, str] = {}
     for item in items:
+        if "=" not in item and item.strip().startswith("/"):
+            continue
         corpus, sep, folder = item.partition("=")
         if not sep or not corpus.strip() or not folder.strip():
             raise SystemExit(f"ragmesh: RAGMESH_CORPUS_ROOTS entry {item!r} is not corpus=/path")

@@ -86,9 +86,11 @@ async def test_index_admin_needs_index_scopes_and_records_the_actor() -> None:
     await service.build(CorpusSpec(corpus="docs@1", root="/srv"), force=False, reason="", caller=builder)
     await service.status("docs@1", builder)
     assert [c[0] for c in admin.calls] == ["build", "status"]
+    # A build scope alone is not admin: the indexer keeps root, visibility and new corpora in check.
+    assert admin.calls[0][-1] is False
     admin.calls.clear()
     await service.build(CorpusSpec(corpus="docs@1", root="/srv"), force=True, reason="nightly", caller=LOCAL)
-    assert admin.calls == [("build", "docs@1", True, "local", "nightly")]
+    assert admin.calls == [("build", "docs@1", True, "local", "nightly", True)]
 
 
 def test_embedded_default_has_auth_and_rate_limits_off() -> None:
