@@ -124,11 +124,11 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
 def _add_conversations(settings: GatewaySettings, deps: GatewayDeps) -> None:
     """Session memory in Redis when RAGMESH_REDIS_URL is set (``ragmesh up`` always sets it)."""
     if settings.redis_url:
-        from redis.asyncio import Redis
+        from ragmesh_common.redis_client import connect
 
         from ragmesh_gateway.sessions.redis_memory import RedisSessionMemory
 
-        redis = Redis.from_url(settings.redis_url)
+        redis = connect(settings.redis_url)
         deps.session_memory = RedisSessionMemory(
             redis,
             ttl_s=settings.session_ttl_s,
@@ -182,7 +182,7 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
         deps.on_start.append(stores.start)
         deps.on_close.append(stores.close)
     if settings.rate_limits:
-        from redis.asyncio import Redis
+        from ragmesh_common.redis_client import connect
 
         from ragmesh_gateway.access_adapters import RedisRateLimit
         from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
@@ -194,7 +194,7 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
             limits = parse_limits(settings.rate_limits)
         except ValueError as exc:
             raise SystemExit(f"ragmesh: RAGMESH_RATE_LIMITS: {exc}") from exc
-        redis = Redis.from_url(settings.redis_url)
+        redis = connect(settings.redis_url)
         buckets = RedisBuckets(
             redis, limits, key_prefix=settings.rate_limit_prefix, fail_open=settings.rate_limit_fail_open
         )
