@@ -88,7 +88,7 @@ async def test_health_and_deadline(target: str) -> None:
 
 
 async def test_long_quiet_call_survives_client_keepalive_pings(target: str) -> None:
-    """A client pinging often (as open_channel does every 30 s) must not get a long call dropped."""
+    """A client pinging often (as open_channel does every 20 s) must not get a long call dropped."""
     options = [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
                ("grpc.http2.max_pings_without_data", 0)]
     async with grpc.aio.insecure_channel(target, options=options) as channel:

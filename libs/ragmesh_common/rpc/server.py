@@ -108,7 +108,7 @@ class GrpcServer:
             interceptors=[aio_server_interceptor(), ErrorMappingInterceptor(service)],
             options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                      ("grpc.max_send_message_length", 64 * 1024 * 1024),
-                     # Clients ping every 30 s (rpc.client); the server default (5 min) counts those
+                     # Clients ping every 20 s (rpc.client); the server default (5 min) counts those
                      # as strikes and drops long, quiet calls (an index build) with too_many_pings.
                      ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
                      ("grpc.keepalive_permit_without_calls", 1),
