@@ -96,6 +96,37 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         metrics.GRPC_SERVER_DURATION.labels(self.service, method).observe(time.perf_counter() - start)
 
 
+# The health service name under which a server reports one model dependency (``model:embedding``).
+MODEL_HEALTH_PREFIX = "ragmesh.model."
+_PROBE_TIMEOUT_S = 1.5
+
+
+class DependencyHealthServicer(health.aio.HealthServicer):
+    """Standard gRPC health, plus the model runtime each service depends on: a Check of
+    ``ragmesh.model.<name>`` asks that dependency now (its own health endpoint, bounded in time),
+    so a caller learns that rerank serves but its model runtime does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._probes: dict[str, Callable[[], Awaitable[bool]]] = {}
+
+    def watch(self, name: str, probe: Callable[[], Awaitable[bool]]) -> str:
+        service = MODEL_HEALTH_PREFIX + name
+        self._probes[service] = probe
+        return service
+
+    async def Check(self, request, context):  # noqa: N802 - gRPC method name
+        probe = self._probes.get(request.service)
+        if probe is None:
+            return await super().Check(request, context)
+        try:
+            ok = await asyncio.wait_for(probe(), _PROBE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - any failure of the dependency means "not serving"
+            ok = False
+        status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+        return health_pb2.HealthCheckResponse(status=status)
+
+
 class GrpcServer:
     """Owns one grpc.aio server: registration, health, reflection, metrics port, shutdown."""
 
@@ -114,7 +145,7 @@ class GrpcServer:
                      ("grpc.keepalive_permit_without_calls", 1),
                      ("grpc.http2.max_ping_strikes", 0)],
         )
-        self.health = health.aio.HealthServicer()
+        self.health = DependencyHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = [health.SERVICE_NAME, reflection.SERVICE_NAME]
         self._stopping = asyncio.Event()
@@ -122,6 +153,10 @@ class GrpcServer:
     def add(self, register: Callable[[Any, grpc.aio.Server], None], servicer: Any, full_name: str) -> None:
         register(servicer, self.server)
         self._service_names.append(full_name)
+
+    def watch_model(self, name: str, probe: Callable[[], Awaitable[bool]]) -> None:
+        """Report the model dependency ``name`` (embedding, rerank, generation) in gRPC health."""
+        self.health.watch(name, probe)
 
     async def start(self) -> int:
         reflection.enable_server_reflection(self._service_names, self.server)

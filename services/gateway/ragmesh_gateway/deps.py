@@ -35,7 +35,7 @@ from ragmesh_gateway.files.ports import (
     NothingIndexed,
 )
 from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.health.ports import DependencyProbe
+from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.index_admin.ports import IndexAdmin
 from ragmesh_gateway.index_admin.service import IndexAdminService
@@ -57,6 +57,8 @@ class GatewayDeps:
     probes: list[DependencyProbe]
     corpus_roots: CorpusRoots
     directory: CorpusDirectory
+    # The model runtime behind each service, as that service reports it (readiness only).
+    models: list[ModelDependency] = field(default_factory=list)
     guard: TextGuard = field(default_factory=lambda: InjectionGuard(on_findings=count_injection_findings))
     # Which files /files may serve (those of the active index); default deny.
     indexed_sources: IndexedSources = field(default_factory=NothingIndexed)
@@ -83,7 +85,7 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
     """Real adapters: gRPC to the downstream services, roots from config."""
     from ragmesh_gateway.upstream.channels import Channels
     from ragmesh_gateway.upstream.generation import GrpcAnswerGenerator
-    from ragmesh_gateway.upstream.health import GrpcHealthProbe
+    from ragmesh_gateway.upstream.health import GrpcHealthProbe, GrpcModelProbe
     from ragmesh_gateway.upstream.indexer import GrpcIndexAdmin
     from ragmesh_gateway.upstream.rerank import GrpcReranker
     from ragmesh_gateway.upstream.retrieval import GrpcRetrieval
@@ -108,6 +110,10 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
         probes=[
             GrpcHealthProbe(channels, peer, timeout_s=settings.health_timeout_s)
             for peer in ("retrieval", "rerank", "generation")
+        ],
+        models=[
+            GrpcModelProbe(channels, peer, name, timeout_s=settings.health_timeout_s)
+            for peer, name in (("retrieval", "embedding"), ("rerank", "rerank"), ("generation", "generation"))
         ],
         corpus_roots=ConfiguredCorpusRoots(settings.corpus_roots),
         directory=DiscoveredCorpusDirectory(retrieval, settings.served_corpora),
@@ -246,7 +252,7 @@ class GatewayServices:
             files=FileService(deps.corpus_roots, deps.indexed_sources),
             index_admin=IndexAdminService(deps.index_admin),
             readiness=ReadinessService(
-                deps.probes, deps.catalog, deps.directory, timeout_s=settings.health_timeout_s
+                deps.probes, deps.catalog, deps.directory, models=deps.models, timeout_s=settings.health_timeout_s
             ),
             authenticator=deps.authenticator or AuthDisabled(deps.directory),
             rate_limiter=deps.rate_limiter,

@@ -240,6 +240,9 @@ class Mesh:
     indexer: IndexerDouble
     loop: asyncio.AbstractEventLoop
     servers: dict[str, GrpcServer] = field(default_factory=dict)
+    # The model runtime behind each double, as it reports it in gRPC health (ragmesh.model.<name>).
+    models_up: dict[str, bool] = field(
+        default_factory=lambda: {"embedding": True, "rerank": True, "generation": True})
 
     def settings(self, **overrides) -> GatewaySettings:
         values = dict(
@@ -282,8 +285,18 @@ async def _start_servers(mesh: Mesh) -> None:
     ]:
         server = GrpcServer(f"test-{name}", host="127.0.0.1", port=0, metrics_port=None)
         server.add(register, servicer, full)
+        model = {"retrieval": "embedding", "rerank": "rerank", "generation": "generation"}.get(name)
+        if model:
+            server.watch_model(model, _model_probe(mesh, model))
         await server.start()
         mesh.servers[name] = server
+
+
+def _model_probe(mesh: Mesh, model: str):
+    async def probe() -> bool:
+        return mesh.models_up[model]
+
+    return probe
 
 
 async def _stop_servers(mesh: Mesh) -> None:
