@@ -18,6 +18,11 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 UNSAFE_CHARACTER = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 # The same rule as a JSON Schema pattern (documented on string fields of the HTTP contract).
 SAFE_TEXT_PATTERN = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]*$"
+# Safe text that is not blank: at least one character that is neither a control nor whitespace as
+# str.strip() sees it (spelled out: a regex \\s differs between Python and ECMA-262).
+_SAFE = "\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f"
+_STRIPPED = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+NON_BLANK_TEXT_PATTERN = f"^[^{_SAFE}]*[^{_SAFE}{_STRIPPED}][^{_SAFE}]*$"
 
 
 def invalid_character(path: str) -> RagmeshError:

@@ -11,6 +11,7 @@ from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar._openapi.plugin import OpenAPIPlugin
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
@@ -31,6 +32,7 @@ from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_response
+from ragmesh_gateway.web.openapi_contract import RequestContractPlugin, complete_document
 from ragmesh_gateway.web.request_context import RequestContextMiddleware
 
 log = logging.getLogger("ragmesh.gateway")
@@ -116,6 +118,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         lifespan=[run_deps, mcp.lifespan],
         openapi_config=openapi_config(),
         plugins=[
+            RequestContractPlugin(),
             OpenTelemetryPlugin(
                 OpenTelemetryConfig(
                     exclude=["/health/live", "/metrics"],
@@ -129,4 +132,6 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
     )
     # Outermost, so that routing failures (404/405) and /mcp get a request id and metrics too.
     app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    # Built once, here, and served from this object (Litestar caches it).
+    complete_document(app.plugins.get(OpenAPIPlugin).provide_openapi())
     return app

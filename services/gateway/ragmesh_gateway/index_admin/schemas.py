@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-CorpusId = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f/\\]+$")]
+CorpusId = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f/\\]+$")]
 Reason = Annotated[str, Meta(max_length=500, description="Recorded in the index audit trail.")]
 
 

@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 _AT = re.compile(r" - at `(?P<path>[^`]*)`$")
 # "Expected `int` <= 50", "Expected `str` of length >= 1", "Expected `str` matching regex '...'".
-_CONSTRAINT = re.compile(r"^Expected `[^`]+` (?:(?:of length )?(?P<op>[<>])=? ?-?\d|matching regex)")
+_CONSTRAINT = re.compile(r"^Expected `[^`]+` (?:(?:of length )?(?P<op>[<>])=? ?-?\d|(?P<regex>matching regex))")
 
 # Constraint violations on these fields have their own codes; any other is INVALID_ARGUMENT.
 _FIELD_CODES: dict[tuple[str, str], ErrorCode] = {
@@ -39,7 +39,13 @@ _FIELD_CODES: dict[tuple[str, str], ErrorCode] = {
     ("$.top_k", ">"): ErrorCode.TOP_K_OUT_OF_RANGE,
     ("$.top_k", "<"): ErrorCode.TOP_K_OUT_OF_RANGE,
     ("$.chunk_ids", "<"): ErrorCode.TOO_MANY_IDS,
+    # Control characters are refused before (INVALID_CHARACTER), so what the pattern refuses is a blank.
+    ("$.query", "regex"): ErrorCode.QUERY_EMPTY,
+    ("$.question", "regex"): ErrorCode.QUERY_EMPTY,
 }
+
+
+_CHUNK_ID_PATH = re.compile(r"^\$\.chunk_ids\[\d+\]$")
 
 
 def validation_error(message: str) -> RagmeshError:
@@ -47,9 +53,12 @@ def validation_error(message: str) -> RagmeshError:
     path = match.group("path") if match else "$"
     if message.startswith("Object contains unknown field"):
         return RagmeshError(ErrorCode.UNKNOWN_FIELD, message, {"path": path})
+    if _CHUNK_ID_PATH.match(path) and "matching regex" in message:
+        return RagmeshError(ErrorCode.MALFORMED_CHUNK_ID, "chunk ids must be lower-case UUID strings", {"path": path})
     constraint = _CONSTRAINT.match(message)
     if constraint:
-        code = _FIELD_CODES.get((path, constraint.group("op")), ErrorCode.INVALID_ARGUMENT)
+        kind = "regex" if constraint.group("regex") else constraint.group("op")
+        code = _FIELD_CODES.get((path, kind), ErrorCode.INVALID_ARGUMENT)
         return RagmeshError(code, message, {"path": path})
     return RagmeshError(ErrorCode.MALFORMED_BODY, message, {"path": path})
 
@@ -73,16 +82,25 @@ def _untyped(raw: bytes) -> Any:
         raise RagmeshError(ErrorCode.MALFORMED_BODY, "request body is not valid JSON") from None
 
 
+def _integral_floats_as_ints(value: Any) -> Any:
+    """JSON Schema counts 8.0 as an integer (a number with no fraction), and so does the API: the
+    strict decode refuses a float where an int is expected, so integral floats become ints first."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral_floats_as_ints(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(item) for item in value]
+    return value
+
+
 def decode_json(raw: bytes, type_: type[T]) -> T:
-    check_strings(_untyped(raw))
+    document = _untyped(raw)
+    check_strings(document)
     try:
-        return msgspec.json.decode(raw, type=type_, strict=True)
-    except UnicodeDecodeError:
-        raise RagmeshError(ErrorCode.MALFORMED_BODY, "request body is not valid UTF-8") from None
+        return msgspec.convert(_integral_floats_as_ints(document), type=type_, strict=True)
     except msgspec.ValidationError as exc:
         raise validation_error(str(exc)) from None
-    except msgspec.DecodeError:
-        raise RagmeshError(ErrorCode.MALFORMED_BODY, "request body is not valid JSON") from None
 
 
 def convert_arguments(arguments: dict[str, Any], type_: type[T]) -> T:
