@@ -71,6 +71,7 @@ class Row:
     recovery_s: float | None
     data_lost: list[str] = field(default_factory=list)
     probe: str = ""  # what the drill's own probe saw (indexer / postgres)
+    ready_during: dict = field(default_factory=dict)  # /health/ready half a second into the outage
 
     def table_row(self) -> str:
         flags = ", ".join(f"{k} {v}" for k, v in sorted(self.degraded.items())) or "none"
@@ -125,6 +126,16 @@ def wait_for(predicate, timeout_s: float = TIMEOUT_S, step_s: float = 0.05):
     raise TimeoutError(f"not within {timeout_s:.0f}s")
 
 
+def readiness(mesh: DrillMesh) -> dict:
+    """What /health/ready says half a second into an outage (its status code and body)."""
+    time.sleep(0.5)
+    try:
+        response = sync_ask(mesh.gateway, "GET", "/health/ready")
+        return {"http": response.status_code, **response.json()}
+    except Exception as exc:  # noqa: BLE001 - the gateway itself may be what is down
+        return {"http": 0, "error": type(exc).__name__}
+
+
 def clean(sample: Sample, drill: Drill) -> bool:
     return sample.answered and not (set(sample.degraded) & drill.flags) and sample.op in drill.ops
 
@@ -154,11 +165,13 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         old = mesh.children()[drill.name]
         killed_at = time.monotonic()
         kill(old)
+        ready_during = readiness(mesh)
         wait_for(lambda: mesh.children().get(drill.name) not in (None, old) and mesh.healthy(drill.name))
     else:
         killed_at = time.monotonic()
         kill(mesh.store_pid(drill.name))
-        time.sleep(store_down_s)
+        ready_during = readiness(mesh)
+        time.sleep(max(0.0, store_down_s - (time.monotonic() - killed_at)))
         mesh.restart_store(drill.name)
     back_at = time.monotonic()
     probe = ""
@@ -186,6 +199,7 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         recovery_s=max(0.0, recovered_at - back_at),
         data_lost=lost(before, after),
         probe=probe,
+        ready_during=ready_during,
     )
 
 
@@ -280,6 +294,7 @@ def prepare(mesh: DrillMesh, corpus_folder: Path) -> tuple[str, str, Path, str]:
 def run(corpus: Path, *, clients: int, only: list[str], store_down_s: float, state: Path | None = None,
         log=print, say=lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
     """The drills on a fresh mesh: ``log`` gets each table row, ``say`` what happens meanwhile."""
+    created = state is None
     state = state or Path(tempfile.mkdtemp(prefix="ragmesh-drills-"))
     state.chmod(0o755)  # embedded PostgreSQL runs as `nobody` when we are root
     mesh = DrillMesh(state, corpus)
@@ -301,11 +316,17 @@ def run(corpus: Path, *, clients: int, only: list[str], store_down_s: float, sta
             rows.append(row)
         load.stop()
         restarts = [line for line in mesh.log().splitlines() if "restarting it in" in line]
-        return {"rows": [asdict(r) for r in rows], "cases": cases, "restarts": restarts,
-                "samples": len(load.samples), "gateway": mesh.gateway}
+        result = {"rows": [asdict(r) for r in rows], "cases": cases, "restarts": restarts,
+                  "samples": len(load.samples), "gateway": mesh.gateway}
+    except BaseException:
+        say(f"drills failed; the mesh's logs stay in {state}")
+        raise
     finally:
         load.stop()
         mesh.stop()
+    if created:
+        shutil.rmtree(state, ignore_errors=True)
+    return result
 
 
 def main() -> int:

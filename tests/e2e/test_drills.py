@@ -86,3 +86,11 @@ def test_privilege_escalation_and_cross_origin_are_refused(drills) -> None:
     wrong = [(case, expected, got) for case, expected, got in drills["cases"] if expected != got]
     assert not wrong, wrong
     assert len(drills["cases"]) >= 10
+
+
+def test_readiness_during_an_outage_says_what_it_means(rows) -> None:
+    runtime = rows["runtime"]["ready_during"]
+    assert runtime["http"] == 200 and runtime["status"] == "degraded", runtime
+    assert set(runtime["degraded"]) == {"embedding", "rerank", "generation"}, runtime
+    rerank = rows["rerank"]["ready_during"]
+    assert rerank["http"] == 503 and rerank["checks"]["rerank"] == "not_serving", rerank

@@ -83,6 +83,13 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         except (asyncio.CancelledError, grpc.aio.AbortError, GeneratorExit):
             code = "CANCELLED"
             raise
+        except (ConnectionError, TimeoutError) as exc:
+            # A store or upstream that is down, reached by code that did not say so itself: still
+            # an outage (UNAVAILABLE, retry later), never an INTERNAL error.
+            code = "UNAVAILABLE"
+            log.warning("dependency unreachable in %s: %s", method, type(exc).__name__)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable",
+                                trailing_metadata=(("ragmesh-error-code", "UNAVAILABLE"),))
         except Exception:
             code = "INTERNAL"
             log.exception("unhandled error in %s", method)

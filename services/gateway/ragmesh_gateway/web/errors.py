@@ -63,6 +63,9 @@ def error_responses(*statuses: int) -> dict[int, ResponseSpec]:
 def as_ragmesh_error(exc: Exception) -> RagmeshError:
     if isinstance(exc, RagmeshError):
         return exc
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        # A store or upstream that is down, reached by code that did not map it: an outage.
+        return RagmeshError(ErrorCode.UNAVAILABLE, "a dependency is unavailable")
     if isinstance(exc, NotFoundException):
         return RagmeshError(ErrorCode.ROUTE_NOT_FOUND, "no such route")
     if isinstance(exc, MethodNotAllowedException):
