@@ -68,11 +68,12 @@ def gateway_url(tmp_path_factory: pytest.TempPathFactory, pg_url: str, feedback_
             yield base_url
 
 
-def test_schemathesis_checks_all_every_phase_zero_failures(gateway_url: str) -> None:
+def test_schemathesis_checks_all_every_phase_zero_failures(gateway_url: str, tmp_path: Path) -> None:
     command = [str(ST), "run", f"{gateway_url}/schema/openapi.json", "--checks", "all",
                "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", str(EXAMPLES),
                "--seed", str(SEED), "--workers", "1", "--no-color"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    # In a folder of its own: st keeps a cache of what it found (.schemathesis/) in its working folder.
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     report = done.stdout + done.stderr
     assert done.returncode == 0, f"{' '.join(command)}\n{report[-8000:]}"
     generated = re.search(r"(\d+) generated, (\d+) passed", report)
