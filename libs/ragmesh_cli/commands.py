@@ -283,15 +283,29 @@ def cmd_up(args) -> int:
         if args.exit_after_ask:
             return EXIT_OK
         err("serving; Ctrl-C to stop")
-        while not stop.wait(0.5):
-            dead = [svc for svc, p in mesh.processes.items() if p.poll() is not None]
-            if dead:
-                err(f"{', '.join(dead)} exited; stopping")
-                return EXIT_FAIL
-        return EXIT_OK
+        return _supervise(mesh, stop)
     finally:
         err("stopping")
         mesh.stop()
+
+
+def _supervise(mesh: Mesh, stop: threading.Event) -> int:
+    """Restart children that exit (ragmesh_cli.supervisor) until Ctrl-C, or until one keeps crashing."""
+    from prometheus_client import start_http_server
+
+    port = mesh.ports.supervisor_metrics_port()
+    try:
+        start_http_server(port, addr="127.0.0.1")
+        err(f"  {'supervisor':<10} http://127.0.0.1:{port}/metrics (ragmesh_process_restarts_total)")
+    except OSError as exc:  # metrics are a courtesy: a taken port must not stop the mesh
+        err(f"supervisor metrics not served: port {port} ({exc.strerror})")
+    supervisor = mesh.supervisor(log=err)
+    while not stop.wait(0.5):
+        gave_up = supervisor.check()
+        if gave_up:
+            err(f"{gave_up}; stopping the mesh")
+            return EXIT_FAIL
+    return EXIT_OK
 
 
 def argparse_namespace(**kwargs):

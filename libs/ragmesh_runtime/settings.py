@@ -11,7 +11,10 @@ import os
 
 import msgspec
 
-from ragmesh_common.settings import DEFAULT_PORTS, env_bool, env_float, env_int, env_str
+from ragmesh_common.settings import DEFAULT_PORTS, env_bool, env_float, env_int, env_str, state_dir
+
+# RAGMESH_RUNTIME_EMBED_CACHE_FILE=off keeps the caches in memory only.
+CACHE_FILE_OFF = "off"
 
 #: The generator's model id says what it is: clients that print the model name tell the truth.
 EXTRACTIVE_MODEL_ID = "ragmesh-extractive-v1-not-an-llm"
@@ -59,8 +62,12 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
     # LRU of sequence vectors keyed by the exact token ids: a chunk embedded at index time costs
     # nothing when /rerank sees the same text again (one 128-token window == one /embed input).
     cache_entries: int = 32_768  # RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES; 0 turns it off (~1.5 KB each)
-    # Where the cache is kept across restarts (loaded at start, written at shutdown); empty: memory only.
+    # Where the caches are kept across restarts: loaded at start, written every save interval while
+    # they change and at shutdown, so a crash loses at most one interval. From the environment it
+    # defaults to <RAGMESH_STATE_DIR>/runtime/embed-cache.npz ("off": memory only); empty here: none.
+    # The files are bounded by cache_entries (~1.5 KB a vector, a few hundred bytes of features).
     cache_file: str = ""  # RAGMESH_RUNTIME_EMBED_CACHE_FILE
+    cache_save_interval_s: float = 60.0  # RAGMESH_RUNTIME_CACHE_SAVE_INTERVAL_S; 0: at shutdown only
 
     @classmethod
     def from_env(cls) -> EmbeddingSettings:
@@ -76,12 +83,19 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
             max_input_chars=env_int("RAGMESH_RUNTIME_MAX_INPUT_CHARS", d.max_input_chars),
             auto_truncate=env_bool("RAGMESH_RUNTIME_AUTO_TRUNCATE", d.auto_truncate),
             cache_entries=env_int("RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES", d.cache_entries),
-            cache_file=env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", d.cache_file),
+            cache_file=_cache_file(env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", "")),
+            cache_save_interval_s=env_float("RAGMESH_RUNTIME_CACHE_SAVE_INTERVAL_S", d.cache_save_interval_s),
         )
 
     @property
     def threads(self) -> int:
         return self.intra_op_threads if self.intra_op_threads > 0 else _cores()
+
+
+def _cache_file(configured: str) -> str:
+    if configured.lower() == CACHE_FILE_OFF:
+        return ""
+    return configured or str(state_dir() / "runtime" / "embed-cache.npz")
 
 
 class RerankSettings(msgspec.Struct, frozen=True):

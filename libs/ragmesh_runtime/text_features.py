@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
+import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -71,7 +72,7 @@ class TextFeatureCache(LruCache[bytes, array]):
                 if str(data["tag"]) != self.tag or str(data["typecode"]) != self.typecode:
                     return 0
                 keys, lengths, values = data["keys"], data["lengths"], data["values"]
-        except (OSError, KeyError, ValueError):
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # torn or foreign file
             return 0
         ends = np.cumsum(lengths)
         for row, (end, length) in enumerate(zip(ends, lengths)):

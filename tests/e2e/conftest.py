@@ -58,10 +58,11 @@ def scratch_database(server_url: str) -> Iterator[str]:
 
 
 def index_corpus(mesh: Mesh, folder: Path, library: str, version: str) -> None:
-    """Build, validate and promote one corpus with the CLI, as CI does."""
+    """Build, validate and promote one public corpus with the CLI, as CI does (a new corpus is
+    internal unless the operator says public)."""
     done = subprocess.run(
         [sys.executable, "-m", "ragmesh_cli.main", "index", "ci", "--corpus", str(folder),
-         "--library", library, "--version", version],
+         "--library", library, "--version", version, "--visibility", "public"],
         env=mesh.env(), capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, f"index ci failed:\n{done.stderr}\n{done.stdout}"

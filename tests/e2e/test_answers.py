@@ -33,7 +33,7 @@ def injection_corpus(mesh) -> str:
     """A second library whose only document tells the model to misbehave."""
     done = subprocess.run(
         [sys.executable, "-m", "ragmesh_cli.main", "index", "ci", "--corpus", str(INJECTION_CORPUS),
-         "--library", "pelican", "--version", "1.0"],
+         "--library", "pelican", "--version", "1.0", "--visibility", "public"],
         env=mesh.env(), capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, f"index ci failed:\n{done.stderr}\n{done.stdout}"

@@ -21,6 +21,8 @@ class Broken(rerank_pb2_grpc.RerankServicer, generation_pb2_grpc.GenerationServi
             return rerank_pb2.RerankResponse(model_id="slow")
         if request.query == "bad":
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "query is empty", {"field": "query"})
+        if request.query == "store down":
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)")
         raise ValueError("secret internal detail")
 
     async def Generate(self, request, context):
@@ -88,10 +90,20 @@ async def test_health_and_deadline(target: str) -> None:
 
 
 async def test_long_quiet_call_survives_client_keepalive_pings(target: str) -> None:
-    """A client pinging often (as open_channel does every 30 s) must not get a long call dropped."""
+    """A client pinging often (as open_channel does every 20 s) must not get a long call dropped."""
     options = [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 5000),
                ("grpc.http2.max_pings_without_data", 0)]
     async with grpc.aio.insecure_channel(target, options=options) as channel:
         reply = await rerank_pb2_grpc.RerankStub(channel).Rerank(
             rerank_pb2.RerankRequest(query="slow", top_n=6), timeout=30)
         assert reply.model_id == "slow"
+
+
+async def test_an_unmapped_connection_failure_is_unavailable_not_internal(target: str) -> None:
+    """A store that is down, reached by code that forgot to map it (the indexer's Status with
+    PostgreSQL down was 500 INTERNAL): UNAVAILABLE, so callers answer 503 and retry."""
+    async with open_channel(target) as channel:
+        with pytest.raises(RagmeshError) as exc:
+            await unary(rerank_pb2_grpc.RerankStub(channel).Rerank, rerank_pb2.RerankRequest(query="store down"),
+                        timeout=5, peer="test")
+    assert exc.value.code == ErrorCode.UNAVAILABLE and "5432" not in exc.value.message

@@ -29,6 +29,14 @@ class ChatClient:
     async def close(self) -> None:
         await self._client.close()
 
+    async def is_serving(self, *, timeout: float = 1.0) -> bool:
+        """The runtime answers its model list now (vLLM and the CPU runtime both serve it)."""
+        try:
+            await self._client.with_options(timeout=timeout).models.list()
+        except openai.APIError:
+            return False
+        return True
+
     async def resolve_model(self) -> str:
         """The served model id when none is configured (the runtime serves exactly one)."""
         if self.model:

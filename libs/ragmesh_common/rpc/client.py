@@ -1,4 +1,11 @@
-"""gRPC client channels: tracing, request-id propagation, deadlines on every call, error mapping."""
+"""gRPC client channels: tracing, request-id propagation, deadlines on every call, error mapping.
+
+Reconnects: gRPC's default backoff between connection attempts grows from 1 s to 120 s, so after a
+long outage a service that is back again went unused for tens of seconds (17 s after a 60 s
+outage). Here attempts start 100 ms apart and never drift further than 1 s apart, so a returning
+service is used within about a second. Keepalive pings (every 20 s, also when idle) find a peer
+that vanished without closing its connections (a host gone, a dropped network) within 25 s.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +21,26 @@ from ragmesh_common.telemetry import request_id_var
 T = TypeVar("T")
 
 
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+    # The server side accepts these (rpc.server: min_recv_ping_interval_without_data_ms, no strikes).
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.enable_retries", 0),
+]
+
+
 def open_channel(target: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(
         target,
         interceptors=aio_client_interceptors(),
-        options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.enable_retries", 0),
-        ],
+        options=CHANNEL_OPTIONS,
     )
 
 

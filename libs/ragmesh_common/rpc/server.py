@@ -83,6 +83,13 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         except (asyncio.CancelledError, grpc.aio.AbortError, GeneratorExit):
             code = "CANCELLED"
             raise
+        except (ConnectionError, TimeoutError) as exc:
+            # A store or upstream that is down, reached by code that did not say so itself: still
+            # an outage (UNAVAILABLE, retry later), never an INTERNAL error.
+            code = "UNAVAILABLE"
+            log.warning("dependency unreachable in %s: %s", method, type(exc).__name__)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable",
+                                trailing_metadata=(("ragmesh-error-code", "UNAVAILABLE"),))
         except Exception:
             code = "INTERNAL"
             log.exception("unhandled error in %s", method)
@@ -94,6 +101,37 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     def _observe(self, method: str, code: str, start: float) -> None:
         metrics.GRPC_SERVER_REQUESTS.labels(self.service, method, code).inc()
         metrics.GRPC_SERVER_DURATION.labels(self.service, method).observe(time.perf_counter() - start)
+
+
+# The health service name under which a server reports one model dependency (``model:embedding``).
+MODEL_HEALTH_PREFIX = "ragmesh.model."
+_PROBE_TIMEOUT_S = 1.5
+
+
+class DependencyHealthServicer(health.aio.HealthServicer):
+    """Standard gRPC health, plus the model runtime each service depends on: a Check of
+    ``ragmesh.model.<name>`` asks that dependency now (its own health endpoint, bounded in time),
+    so a caller learns that rerank serves but its model runtime does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._probes: dict[str, Callable[[], Awaitable[bool]]] = {}
+
+    def watch(self, name: str, probe: Callable[[], Awaitable[bool]]) -> str:
+        service = MODEL_HEALTH_PREFIX + name
+        self._probes[service] = probe
+        return service
+
+    async def Check(self, request, context):  # noqa: N802 - gRPC method name
+        probe = self._probes.get(request.service)
+        if probe is None:
+            return await super().Check(request, context)
+        try:
+            ok = await asyncio.wait_for(probe(), _PROBE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - any failure of the dependency means "not serving"
+            ok = False
+        status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+        return health_pb2.HealthCheckResponse(status=status)
 
 
 class GrpcServer:
@@ -108,13 +146,13 @@ class GrpcServer:
             interceptors=[aio_server_interceptor(), ErrorMappingInterceptor(service)],
             options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                      ("grpc.max_send_message_length", 64 * 1024 * 1024),
-                     # Clients ping every 30 s (rpc.client); the server default (5 min) counts those
+                     # Clients ping every 20 s (rpc.client); the server default (5 min) counts those
                      # as strikes and drops long, quiet calls (an index build) with too_many_pings.
                      ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
                      ("grpc.keepalive_permit_without_calls", 1),
                      ("grpc.http2.max_ping_strikes", 0)],
         )
-        self.health = health.aio.HealthServicer()
+        self.health = DependencyHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = [health.SERVICE_NAME, reflection.SERVICE_NAME]
         self._stopping = asyncio.Event()
@@ -122,6 +160,10 @@ class GrpcServer:
     def add(self, register: Callable[[Any, grpc.aio.Server], None], servicer: Any, full_name: str) -> None:
         register(servicer, self.server)
         self._service_names.append(full_name)
+
+    def watch_model(self, name: str, probe: Callable[[], Awaitable[bool]]) -> None:
+        """Report the model dependency ``name`` (embedding, rerank, generation) in gRPC health."""
+        self.health.watch(name, probe)
 
     async def start(self) -> int:
         reflection.enable_server_reflection(self._service_names, self.server)

@@ -7,6 +7,7 @@ import logging
 
 import uvicorn
 
+from ragmesh_common.http_protocol import JsonErrorH11Protocol
 from ragmesh_common.settings import describe
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> None:
             log_config=None,  # keep the JSON log format set up above
             access_log=False,  # the request-context layer logs each request once
             proxy_headers=False,
+            http=JsonErrorH11Protocol,  # uvicorn's own 400 in the error shape too
             timeout_graceful_shutdown=10,
         )
     finally:

@@ -1,7 +1,8 @@
 """Who is calling and what they may do: the ports the edge asks before any work is done.
 
-The embedded default runs with authentication disabled (:class:`AuthDisabled`): every caller is the
-local operator, may use every route and read every corpus the gateway serves. Token-based adapters
+The embedded default runs with authentication disabled (:class:`AuthDisabled`): every caller reads
+every corpus the gateway serves; a loopback caller is the local operator and may use every route,
+while any other caller may search, read and answer but not touch the index. Token-based adapters
 (``ragmesh_gateway.access_adapters``) plug in here without changes to controllers or services.
 
 Order at the edge: rate limit, then authenticate, then check the scope. The rate limiter runs first
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -54,6 +56,8 @@ class Caller:
     # False for a caller without a token (anonymous site traffic): a scope it lacks asks for a
     # token (401), where an authenticated caller lacking it is refused (403).
     authenticated: bool = True
+    # Why a scope this caller lacks is refused, when "this token lacks the scope" is not the reason.
+    denial: str = ""
 
     @property
     def is_admin(self) -> bool:
@@ -68,6 +72,8 @@ class Caller:
             return
         if not self.authenticated:
             raise RagmeshError(ErrorCode.UNAUTHENTICATED, "this route needs a bearer token")
+        if self.denial:
+            raise RagmeshError(ErrorCode.PERMISSION_DENIED, self.denial)
         names = " or ".join(s.value for s in (scope, *alternatives))
         raise RagmeshError(ErrorCode.PERMISSION_DENIED, f"this token lacks the scope {names}")
 
@@ -90,14 +96,37 @@ class Authenticator(abc.ABC):
         """The caller behind this request; raises RagmeshError UNAUTHENTICATED when it has none."""
 
 
+# What a caller from another host may do while authentication is disabled: use the API, never the
+# index routes (build, promote, roll back), which would let anyone on the network replace what it serves.
+REMOTE_SCOPES_WITHOUT_AUTH = frozenset({Scope.SEARCH.value, Scope.READ.value, Scope.ANSWER.value})
+LOOPBACK_ONLY = ("authentication is disabled (RAGMESH_AUTH_MODE=disabled), so internal routes answer "
+                 "loopback callers only; use tokens to administer the index from elsewhere")
+
+
+def is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 from a dual-stack socket
+    return (mapped or address).is_loopback
+
+
 class AuthDisabled(Authenticator):
-    """Embedded default: one local operator with every scope, reading every corpus served."""
+    """Embedded default: every caller reads every corpus served; a loopback caller is the local
+    operator with every scope, any other caller gets :data:`REMOTE_SCOPES_WITHOUT_AUTH`."""
 
     def __init__(self, directory: CorpusDirectory) -> None:
         self._directory = directory
 
     async def authenticate(self, request: RequestInfo) -> Caller:
-        return Caller(principal="local", readable_corpora=await self._directory.corpus_ids())
+        readable = await self._directory.corpus_ids()
+        if is_loopback(request.client_host):
+            return Caller(principal="local", readable_corpora=readable)
+        return Caller(principal="local", readable_corpora=readable, scopes=REMOTE_SCOPES_WITHOUT_AUTH,
+                      denial=LOOPBACK_ONLY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from litestar import Litestar
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar._openapi.plugin import OpenAPIPlugin
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
@@ -30,7 +33,10 @@ from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_response
+from ragmesh_gateway.web.openapi_contract import RequestContractPlugin, complete_document
 from ragmesh_gateway.web.request_context import RequestContextMiddleware
+
+log = logging.getLogger("ragmesh.gateway")
 
 API_VERSION = "1.0.0"
 
@@ -61,6 +67,20 @@ def openapi_config() -> OpenAPIConfig:
     )
 
 
+def cors_config(settings: GatewaySettings) -> CORSConfig | None:
+    """Closed unless origins are configured: no Access-Control-* header for anyone else."""
+    if not settings.cors_origins:
+        return None
+    return CORSConfig(
+        allow_origins=list(settings.cors_origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=["authorization", "content-type", "last-event-id", "x-request-id"],
+        expose_headers=["x-request-id", "retry-after", "ragmesh-degraded", "ratelimit-limit",
+                        "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy"],
+        allow_credentials=False,
+    )
+
+
 def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None = None) -> Litestar:
     settings = settings or get_settings()
     deps = deps or build_deps(settings)
@@ -69,6 +89,9 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
 
     @asynccontextmanager
     async def run_deps(_: Litestar) -> AsyncIterator[None]:
+        if deps.authenticator is None:
+            log.warning("authentication is disabled (RAGMESH_AUTH_MODE=disabled): every caller reads every "
+                        "served corpus; internal index routes answer loopback callers only")
         await deps.start()
         try:
             yield
@@ -92,10 +115,12 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         before_request=edge_checks,
         exception_handlers={Exception: error_response},
         request_max_body_size=settings.max_body_bytes,
+        cors_config=cors_config(settings),
         state=State({STATE_KEY: services}),
         lifespan=[run_deps, mcp.lifespan],
         openapi_config=openapi_config(),
         plugins=[
+            RequestContractPlugin(),
             OpenTelemetryPlugin(
                 OpenTelemetryConfig(
                     exclude=["/health/live", "/metrics"],
@@ -109,4 +134,6 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
     )
     # Outermost, so that routing failures (404/405) and /mcp get a request id and metrics too.
     app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    # Built once, here, and served from this object (Litestar caches it).
+    complete_document(app.plugins.get(OpenAPIPlugin).provide_openapi())
     return app

@@ -35,7 +35,7 @@ from ragmesh_gateway.files.ports import (
     NothingIndexed,
 )
 from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.health.ports import DependencyProbe
+from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.index_admin.ports import IndexAdmin
 from ragmesh_gateway.index_admin.service import IndexAdminService
@@ -57,6 +57,8 @@ class GatewayDeps:
     probes: list[DependencyProbe]
     corpus_roots: CorpusRoots
     directory: CorpusDirectory
+    # The model runtime behind each service, as that service reports it (readiness only).
+    models: list[ModelDependency] = field(default_factory=list)
     guard: TextGuard = field(default_factory=lambda: InjectionGuard(on_findings=count_injection_findings))
     # Which files /files may serve (those of the active index); default deny.
     indexed_sources: IndexedSources = field(default_factory=NothingIndexed)
@@ -83,7 +85,7 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
     """Real adapters: gRPC to the downstream services, roots from config."""
     from ragmesh_gateway.upstream.channels import Channels
     from ragmesh_gateway.upstream.generation import GrpcAnswerGenerator
-    from ragmesh_gateway.upstream.health import GrpcHealthProbe
+    from ragmesh_gateway.upstream.health import GrpcHealthProbe, GrpcModelProbe
     from ragmesh_gateway.upstream.indexer import GrpcIndexAdmin
     from ragmesh_gateway.upstream.rerank import GrpcReranker
     from ragmesh_gateway.upstream.retrieval import GrpcRetrieval
@@ -109,6 +111,10 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
             GrpcHealthProbe(channels, peer, timeout_s=settings.health_timeout_s)
             for peer in ("retrieval", "rerank", "generation")
         ],
+        models=[
+            GrpcModelProbe(channels, peer, name, timeout_s=settings.health_timeout_s)
+            for peer, name in (("retrieval", "embedding"), ("rerank", "rerank"), ("generation", "generation"))
+        ],
         corpus_roots=ConfiguredCorpusRoots(settings.corpus_roots),
         directory=DiscoveredCorpusDirectory(retrieval, settings.served_corpora),
         indexed_sources=retrieval,
@@ -124,11 +130,11 @@ def build_deps(settings: GatewaySettings) -> GatewayDeps:
 def _add_conversations(settings: GatewaySettings, deps: GatewayDeps) -> None:
     """Session memory in Redis when RAGMESH_REDIS_URL is set (``ragmesh up`` always sets it)."""
     if settings.redis_url:
-        from redis.asyncio import Redis
+        from ragmesh_common.redis_client import connect
 
         from ragmesh_gateway.sessions.redis_memory import RedisSessionMemory
 
-        redis = Redis.from_url(settings.redis_url)
+        redis = connect(settings.redis_url)
         deps.session_memory = RedisSessionMemory(
             redis,
             ttl_s=settings.session_ttl_s,
@@ -182,7 +188,7 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
         deps.on_start.append(stores.start)
         deps.on_close.append(stores.close)
     if settings.rate_limits:
-        from redis.asyncio import Redis
+        from ragmesh_common.redis_client import connect
 
         from ragmesh_gateway.access_adapters import RedisRateLimit
         from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
@@ -194,7 +200,7 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
             limits = parse_limits(settings.rate_limits)
         except ValueError as exc:
             raise SystemExit(f"ragmesh: RAGMESH_RATE_LIMITS: {exc}") from exc
-        redis = Redis.from_url(settings.redis_url)
+        redis = connect(settings.redis_url)
         buckets = RedisBuckets(
             redis, limits, key_prefix=settings.rate_limit_prefix, fail_open=settings.rate_limit_fail_open
         )
@@ -246,7 +252,7 @@ class GatewayServices:
             files=FileService(deps.corpus_roots, deps.indexed_sources),
             index_admin=IndexAdminService(deps.index_admin),
             readiness=ReadinessService(
-                deps.probes, deps.catalog, deps.directory, timeout_s=settings.health_timeout_s
+                deps.probes, deps.catalog, deps.directory, models=deps.models, timeout_s=settings.health_timeout_s
             ),
             authenticator=deps.authenticator or AuthDisabled(deps.directory),
             rate_limiter=deps.rate_limiter,

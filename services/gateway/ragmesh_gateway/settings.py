@@ -65,6 +65,8 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     # Redis key prefix of the buckets; replicas of one deployment share buckets by sharing it.
     rate_limit_prefix: str = "ragmesh:rl"
     trusted_proxies: list[str] = msgspec.field(default_factory=list)
+    # Origins a browser may call the API from (CORS); empty: none, the widget is same-origin.
+    cors_origins: list[str] = msgspec.field(default_factory=list)
 
     @property
     def served_corpora(self) -> frozenset[str]:
@@ -114,6 +116,7 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
             rate_limit_fail_open=env_bool("RAGMESH_RATE_LIMIT_FAIL_OPEN", True),
             rate_limit_prefix=env_str("RAGMESH_RATE_LIMIT_PREFIX", "ragmesh:rl"),
             trusted_proxies=env_list("RAGMESH_TRUSTED_PROXIES"),
+            cors_origins=env_list("RAGMESH_CORS_ORIGINS"),
         )
 
 
@@ -130,9 +133,14 @@ def _auth_mode(value: str) -> str:
 
 
 def parse_corpus_roots(items: list[str]) -> dict[str, str]:
-    """``["docs=/srv/docs", "api@2=/srv/api"]`` -> ``{"docs": "/srv/docs", "api@2": "/srv/api"}``."""
+    """``["docs=/srv/docs", "api@2=/srv/api"]`` -> ``{"docs": "/srv/docs", "api@2": "/srv/api"}``.
+
+    A bare ``/folder`` entry only widens what the indexer may read (its allow-list, the same
+    variable); it names no corpus, so the gateway serves nothing from it by itself."""
     roots: dict[str, str] = {}
     for item in items:
+        if "=" not in item and item.strip().startswith("/"):
+            continue
         corpus, sep, folder = item.partition("=")
         if not sep or not corpus.strip() or not folder.strip():
             raise SystemExit(f"ragmesh: RAGMESH_CORPUS_ROOTS entry {item!r} is not corpus=/path")

@@ -18,19 +18,25 @@ from ragmesh_generation.settings import GenerationSettings
 log = logging.getLogger("ragmesh.generation")
 
 
-def build_chat_model(settings: GenerationSettings) -> ChatModel:
+def chat_client(settings: GenerationSettings) -> ChatClient:
     # The HTTP timeout is only a backstop: the answerer enforces first-token, idle and deadline
     # limits itself and closes the stream when one is hit.
     timeout = max(settings.first_token_timeout_s, settings.idle_timeout_s) + 5
-    return OpenAIChatModel(ChatClient(settings.llm_url, settings.llm_model, api_key=settings.llm_api_key,
-                                      timeout=timeout))
+    return ChatClient(settings.llm_url, settings.llm_model, api_key=settings.llm_api_key, timeout=timeout)
+
+
+def build_chat_model(settings: GenerationSettings) -> ChatModel:
+    return OpenAIChatModel(chat_client(settings))
 
 
 def build_server(settings: GenerationSettings, model: ChatModel | None = None) -> tuple[GrpcServer, ChatModel]:
     """The server with its servicer registered, not started. Tests pass their own model."""
-    model = model or build_chat_model(settings)
     server = GrpcServer("generation", host=settings.host, port=settings.port,
                         metrics_port=settings.metrics_port or None)
+    if model is None:
+        client = chat_client(settings)
+        model = OpenAIChatModel(client)
+        server.watch_model("generation", client.is_serving)
     server.add(generation_pb2_grpc.add_GenerationServicer_to_server,
                GenerationServicer(GroundedAnswerer(model, settings)), "ragmesh.v1.Generation")
     return server, model

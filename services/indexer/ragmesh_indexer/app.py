@@ -12,6 +12,7 @@ from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 from ragmesh_common.vectorstore.port import VectorStorePort
 from ragmesh_indexer.build import BuildOptions, IndexBuilder
 from ragmesh_indexer.checkpoints import checkpoint_from_env
+from ragmesh_indexer.corpus_roots import CorpusRootPolicy
 from ragmesh_indexer.domain import ChunkingConfig
 from ragmesh_indexer.embedding import ChunkEmbedder
 from ragmesh_indexer.inspection import CorpusInspector
@@ -60,12 +61,14 @@ async def serve(settings: IndexerSettings) -> None:
     tei = TeiClient(settings.embed_url, timeout=180)
     embedder = ChunkEmbedder(tei, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
     manifests = FileManifestStore(settings.manifest_dir)
+    roots = CorpusRootPolicy(settings.corpus_roots)
     builder = IndexBuilder(registry, store, embedder, build_options(settings), manifests=manifests,
-                           checkpoint=checkpoint, tracker=BuildTracker(registry))
+                           checkpoint=checkpoint, tracker=BuildTracker(registry), roots=roots)
     promoter = Promoter(registry, store, retire_after=timedelta(seconds=settings.retire_after_s),
                         checkpoint=checkpoint)
     servicer = IndexerServicer(registry, builder, Validator(registry, store, embedder, checkpoint=checkpoint),
-                               promoter, CorpusInspector(registry, manifests, max_file_bytes=settings.max_file_bytes))
+                               promoter, CorpusInspector(registry, manifests, max_file_bytes=settings.max_file_bytes,
+                                               roots=roots))
     # Before serving, repair what a dead process may have left: a half-built candidate can never
     # complete, and an alias may lag a promotion the registry committed.
     await builder.recover_interrupted()

@@ -29,6 +29,7 @@ from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.vectorstore.port import VectorStorePort
 from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
+from ragmesh_indexer.corpus_roots import CorpusRootPolicy
 from ragmesh_indexer.domain import (
     Article,
     ChunkingConfig,
@@ -106,7 +107,8 @@ class IndexBuilder:
 
     def __init__(self, registry: IndexRegistry, store: VectorStorePort, embedder: ChunkEmbedder,
                  options: BuildOptions, *, manifests: ManifestStore | None = None,
-                 checkpoint: Checkpoint = no_checkpoint, tracker: BuildTracker | None = None) -> None:
+                 checkpoint: Checkpoint = no_checkpoint, tracker: BuildTracker | None = None,
+                 roots: CorpusRootPolicy | None = None) -> None:
         self.registry = registry
         self.store = store
         self.embedder = embedder
@@ -114,12 +116,16 @@ class IndexBuilder:
         self.manifests = manifests or MemoryManifestStore()
         self.checkpoint = checkpoint
         self.tracker = tracker or BuildTracker(registry)
+        self.roots = roots or CorpusRootPolicy()
         self.lexical = LexicalEncoder()
 
     async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
-                    dry_run: bool = False) -> BuildOutcome:
-        """Build a candidate; with ``dry_run`` only scan, parse, chunk and report, writing nothing."""
-        spec = await self._resolve_spec(spec, record=not dry_run)
+                    dry_run: bool = False, admin: bool = True) -> BuildOutcome:
+        """Build a candidate; with ``dry_run`` only scan, parse, chunk and report, writing nothing.
+
+        ``admin``: the caller may register a new root, change a corpus's root or visibility and make
+        a new corpus public (corpus_roots.py); in-process callers are, gRPC callers say so."""
+        spec = await self._resolve_spec(spec, record=not dry_run, admin=admin)
         self.tracker.begin(spec.id)
         try:
             plan = await self.plan(spec)
@@ -246,9 +252,10 @@ class IndexBuilder:
 
         return on_file
 
-    async def _resolve_spec(self, spec: CorpusSpec, *, record: bool) -> CorpusSpec:
+    async def _resolve_spec(self, spec: CorpusSpec, *, record: bool, admin: bool) -> CorpusSpec:
         """The request's description of the corpus; fields it leaves empty keep the registered
-        value (a rebuild need not repeat the license), and without a root it is the registered one."""
+        value (a rebuild need not repeat the license), and without a root it is the registered one.
+        Root and visibility follow corpus_roots.py: nothing is read before they pass."""
         try:
             known = await self.registry.get_corpus(spec.id)
         except RagmeshError as exc:
@@ -257,14 +264,15 @@ class IndexBuilder:
             known = None
         if not spec.root and known is None:
             raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"corpus {spec.id} is unknown; give its source folder")
-        if known is not None and not spec.root:
-            spec = CorpusSpec(**{f: getattr(known, f) for f in CorpusSpec.__struct_fields__})
-        elif known is not None:
+        if known is None:
+            spec = msgspec.structs.replace(spec, visibility=self.roots.new_visibility(spec.visibility, admin=admin))
+            registered = [c.root for c in await self.registry.list_corpora()]
+        else:
+            self.roots.check_change(known_root=known.root, known_visibility=known.visibility, root=spec.root,
+                                    visibility=spec.visibility, admin=admin)
             spec = CorpusSpec(**{f: getattr(spec, f) or getattr(known, f) for f in CorpusSpec.__struct_fields__})
-        if not spec.visibility:
-            spec = msgspec.structs.replace(spec, visibility="public")
-        if not Path(spec.root).is_dir():
-            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"corpus root for {spec.id} is not a folder")
+            registered = [known.root]
+        spec = msgspec.structs.replace(spec, root=self.roots.resolve(spec.root, registered=registered, admin=admin))
         if record:
             await self.registry.upsert_corpus(spec)
         return spec

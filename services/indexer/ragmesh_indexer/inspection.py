@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_indexer.corpus_roots import CorpusRootPolicy
 from ragmesh_indexer.domain import ScanConfig, scan_corpus
 from ragmesh_indexer.manifests import ManifestDiff, ManifestFile, ManifestStore, VersionManifest, diff_manifests
 from ragmesh_indexer.registry import IndexRegistry, VersionState
@@ -32,10 +33,12 @@ class Verification:
 
 
 class CorpusInspector:
-    def __init__(self, registry: IndexRegistry, manifests: ManifestStore, *, max_file_bytes: int) -> None:
+    def __init__(self, registry: IndexRegistry, manifests: ManifestStore, *, max_file_bytes: int,
+                 roots: CorpusRootPolicy | None = None) -> None:
         self.registry = registry
         self.manifests = manifests
         self.max_file_bytes = max_file_bytes
+        self.roots = roots or CorpusRootPolicy()
 
     async def diff(self, corpus: str, from_version: str = "", to_version: str = "") -> VersionDiff:
         """``from_version`` defaults to the active version; ``to_version`` to the newest version
@@ -69,6 +72,8 @@ class CorpusInspector:
         root = Path(recorded.root)
         if not root.is_dir():
             raise RagmeshError(ErrorCode.NOT_FOUND, f"the source folder of {corpus} is gone")
+        # Reads only where a build of it may read now (the allow-list may have narrowed since).
+        root = Path(self.roots.resolve(recorded.root, registered=[recorded.root], admin=True))
         config = ScanConfig(include=list(recorded.include) or ["**"], exclude=list(recorded.exclude),
                             max_file_bytes=self.max_file_bytes)
         scan = await asyncio.to_thread(scan_corpus, root, config)

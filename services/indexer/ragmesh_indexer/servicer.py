@@ -6,6 +6,7 @@ import asyncio
 
 from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.text_safety import check_text
 from ragmesh_indexer.build import IndexBuilder
 from ragmesh_indexer.inspection import CorpusInspector
 from ragmesh_indexer.manifests import FileChange, ManifestFile
@@ -15,6 +16,12 @@ from ragmesh_indexer.validation import Validator
 
 
 def spec_from_proto(msg: indexer_pb2.CorpusSpec) -> CorpusSpec:
+    for name in ("corpus", "library", "version", "root", "visibility", "license", "source_url", "url_base",
+                 "chunking"):
+        check_text(getattr(msg, name), f"corpus.{name}")
+    for name in ("include", "exclude"):
+        for index, pattern in enumerate(getattr(msg, name)):
+            check_text(pattern, f"corpus.{name}[{index}]")
     if not msg.corpus.strip():
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "corpus id is required")
     if msg.visibility and msg.visibility not in ("public", "internal"):
@@ -44,9 +51,10 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
 
     async def Build(self, request, context):
         spec = spec_from_proto(request.corpus)
+        _check_texts(request, "actor", "reason")
         async with self._lock(spec.id):
             out = await self.builder.build(spec, force=request.force, actor=request.actor or "unknown",
-                                           reason=request.reason, dry_run=request.dry_run)
+                                           reason=request.reason, dry_run=request.dry_run, admin=request.admin)
         return indexer_pb2.BuildResponse(
             index_version=out.index_version, reused_existing=out.reused_existing, documents=out.documents,
             chunks=out.chunks, embedded=out.embedded, reused_vectors=out.reused_vectors, state=out.state,
@@ -54,6 +62,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         )
 
     async def Validate(self, request, context):
+        _check_texts(request, "corpus", "index_version")
         _require(request.corpus, "corpus")
         _require(request.index_version, "index_version")
         async with self._lock(request.corpus):
@@ -64,6 +73,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         )
 
     async def Promote(self, request, context):
+        _check_texts(request, "corpus", "index_version", "actor", "reason")
         _require(request.corpus, "corpus")
         _require(request.index_version, "index_version")
         async with self._lock(request.corpus):
@@ -72,6 +82,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         return _promotion(result)
 
     async def Rollback(self, request, context):
+        _check_texts(request, "corpus", "actor", "reason")
         _require(request.corpus, "corpus")
         async with self._lock(request.corpus):
             result = await self.promoter.rollback(request.corpus, actor=request.actor or "unknown",
@@ -79,6 +90,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         return _promotion(result)
 
     async def Status(self, request, context):
+        _check_texts(request, "corpus")
         _require(request.corpus, "corpus")
         live = self.builder.tracker.get(request.corpus)
         if live is None:  # a corpus being added (or dry-run) has no registry row yet
@@ -105,6 +117,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         )
 
     async def Diff(self, request, context):
+        _check_texts(request, "corpus", "from_version", "to_version")
         _require(request.corpus, "corpus")
         found = await self.inspector.diff(request.corpus, request.from_version, request.to_version)
         return indexer_pb2.DiffResponse(
@@ -115,6 +128,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         )
 
     async def Verify(self, request, context):
+        _check_texts(request, "corpus")
         _require(request.corpus, "corpus")
         found = await self.inspector.verify(request.corpus)
         return indexer_pb2.VerifyResponse(corpus=request.corpus, index_version=found.index_version, ok=found.ok,
@@ -138,6 +152,12 @@ def _change(c: FileChange) -> indexer_pb2.FileChange:
 def _promotion(result) -> indexer_pb2.PromoteResponse:
     return indexer_pb2.PromoteResponse(corpus=result.corpus, active_version=result.active,
                                        previous_version=result.previous or "", changed=result.changed)
+
+
+def _check_texts(request, *names: str) -> None:
+    """Text PostgreSQL cannot hold (NUL, ...) is refused before any registry call."""
+    for name in names:
+        check_text(getattr(request, name), name)
 
 
 def _require(value: str, name: str) -> None:

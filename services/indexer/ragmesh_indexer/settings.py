@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import msgspec
 
-from ragmesh_common.settings import addr, env_int, env_str, METRICS_PORTS, state_dir
+from ragmesh_common.settings import addr, env_int, env_list, env_str, METRICS_PORTS, state_dir
 
 
 class IndexerSettings(msgspec.Struct, frozen=True):
@@ -30,6 +30,8 @@ class IndexerSettings(msgspec.Struct, frozen=True):
     state_dir: str
     # Where each version's manifest is written (<manifest_dir>/<corpus>/<index_version>.json).
     manifest_dir: str
+    # Folders builds may read (corpus_roots.py); empty: the roots of registered corpora.
+    corpus_roots: list[str] = []
 
     @classmethod
     def from_env(cls, port: int | None = None) -> "IndexerSettings":
@@ -56,6 +58,7 @@ class IndexerSettings(msgspec.Struct, frozen=True):
             retire_after_s=env_int("RAGMESH_INDEXER_RETIRE_AFTER_S", 24 * 3600),
             state_dir=str(state_dir()),
             manifest_dir=env_str("RAGMESH_INDEXER_MANIFEST_DIR", "") or str(state_dir() / "manifests"),
+            corpus_roots=env_list("RAGMESH_CORPUS_ROOTS"),
         )
 
 

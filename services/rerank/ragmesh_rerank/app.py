@@ -18,16 +18,19 @@ from ragmesh_rerank.tei_reranker import TeiReranker
 log = logging.getLogger("ragmesh.rerank")
 
 
-def build_reranker(settings: RerankSettings) -> Reranker:
-    return TeiReranker(TeiClient(settings.rerank_url, timeout=settings.runtime_timeout_s),
-                       batch_size=settings.batch_size)
+def build_reranker(settings: RerankSettings, client: TeiClient | None = None) -> Reranker:
+    client = client or TeiClient(settings.rerank_url, timeout=settings.runtime_timeout_s)
+    return TeiReranker(client, batch_size=settings.batch_size)
 
 
 def build_server(settings: RerankSettings, reranker: Reranker | None = None) -> tuple[GrpcServer, Reranker]:
     """The server with its servicer registered, not started. Tests pass their own reranker."""
-    reranker = reranker or build_reranker(settings)
     server = GrpcServer("rerank", host=settings.host, port=settings.port,
                         metrics_port=settings.metrics_port or None)
+    if reranker is None:
+        client = TeiClient(settings.rerank_url, timeout=settings.runtime_timeout_s)
+        reranker = build_reranker(settings, client)
+        server.watch_model("rerank", lambda: client.health(timeout=1.0))
     server.add(rerank_pb2_grpc.add_RerankServicer_to_server,
                RerankServicer(RerankService(reranker, settings)), "ragmesh.v1.Rerank")
     return server, reranker

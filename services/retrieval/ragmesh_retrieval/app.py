@@ -78,8 +78,9 @@ class RetrievalApp:
     ) -> None:
         self.settings = settings
         self.store = store or open_store(settings)
+        tei = None if embedder is not None else TeiClient(settings.embed_url)
         self.embedder = CachedEmbedder(
-            embedder or TeiEmbedder(TeiClient(settings.embed_url), timeout=settings.limits.embed_timeout_s),
+            embedder or TeiEmbedder(tei, timeout=settings.limits.embed_timeout_s),
             max_entries=settings.embed_cache_entries,
         )
         self.catalog = CorpusCatalog(self.store, ttl_s=settings.catalog_ttl_s,
@@ -88,6 +89,8 @@ class RetrievalApp:
         self.directory = CorpusDirectory(self.store, self.catalog)
         self.server = GrpcServer("retrieval", host=settings.host, port=settings.port,
                                  metrics_port=settings.metrics_port)
+        if tei is not None:
+            self.server.watch_model("embedding", lambda: tei.health(timeout=1.0))
         self.server.add(retrieval_pb2_grpc.add_RetrievalServicer_to_server,
                         RetrievalServicer(self.retriever, self.directory), "ragmesh.v1.Retrieval")
         if settings.serve_vectorstore:

@@ -240,6 +240,9 @@ class Mesh:
     indexer: IndexerDouble
     loop: asyncio.AbstractEventLoop
     servers: dict[str, GrpcServer] = field(default_factory=dict)
+    # The model runtime behind each double, as it reports it in gRPC health (ragmesh.model.<name>).
+    models_up: dict[str, bool] = field(
+        default_factory=lambda: {"embedding": True, "rerank": True, "generation": True})
 
     def settings(self, **overrides) -> GatewaySettings:
         values = dict(
@@ -282,8 +285,18 @@ async def _start_servers(mesh: Mesh) -> None:
     ]:
         server = GrpcServer(f"test-{name}", host="127.0.0.1", port=0, metrics_port=None)
         server.add(register, servicer, full)
+        model = {"retrieval": "embedding", "rerank": "rerank", "generation": "generation"}.get(name)
+        if model:
+            server.watch_model(model, _model_probe(mesh, model))
         await server.start()
         mesh.servers[name] = server
+
+
+def _model_probe(mesh: Mesh, model: str):
+    async def probe() -> bool:
+        return mesh.models_up[model]
+
+    return probe
 
 
 async def _stop_servers(mesh: Mesh) -> None:
@@ -323,3 +336,38 @@ async def serve(app: Litestar) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Litestar) -> Iterator[str]:
+    """``serve`` for a module-scoped fixture: uvicorn on its own event loop in a thread."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        threading.Event().wait(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        loop.close()
+
+
+def as_loopback(app: Litestar) -> Litestar:
+    """The test client's peer is "testclient"; this app sees 127.0.0.1 instead, as a local operator
+    would be seen (with authentication disabled only loopback callers may use the internal routes)."""
+    inner = app.asgi_handler
+
+    async def handler(scope, receive, send):
+        if scope["type"] == "http":
+            scope["client"] = ("127.0.0.1", 50000)
+        await inner(scope, receive, send)
+
+    app.asgi_handler = handler
+    return app

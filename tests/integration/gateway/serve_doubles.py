@@ -20,6 +20,7 @@ import msgspec  # noqa: E402
 import uvicorn  # noqa: E402
 
 from gateway_mesh import running_mesh  # noqa: E402
+from ragmesh_common.http_protocol import JsonErrorH11Protocol  # noqa: E402
 from ragmesh_gateway.app import create_app  # noqa: E402
 from ragmesh_gateway.settings import GatewaySettings  # noqa: E402
 
@@ -35,7 +36,7 @@ def main() -> None:
             from_env[name] = doubles[name]
         app = create_app(GatewaySettings(**from_env))
         print(f"gateway on http://127.0.0.1:{args.port} (test doubles downstream)", file=sys.stderr)
-        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", http=JsonErrorH11Protocol)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,30 @@ async def test_ready_when_all_serve_and_a_corpus_is_active(client: AsyncTestClie
             "generation": "serving",
             "corpora": "serving",
         },
+        "models": {"embedding": "serving", "rerank": "serving", "generation": "serving"},
+        "degraded": [],
         "active_corpora": 1,
         "reason": None,
     }
+
+
+async def test_a_model_runtime_down_is_reported_with_what_it_degrades(client: AsyncTestClient, mesh: Mesh) -> None:
+    # The services answer, but the runtime behind generation and rerank does not: every answer
+    # would be the retrieval summary in fused order. Served (200), and said so.
+    mesh.models_up.update(generation=False, rerank=False)
+    response = await client.get("/health/ready")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["models"] == {"embedding": "serving", "rerank": "not_serving", "generation": "not_serving"}
+    assert body["degraded"] == ["rerank", "generation"]
+    assert "generation" in body["reason"] and body["checks"]["generation"] == "serving"
+
+
+async def test_a_dead_service_is_not_ready_and_its_model_not_serving(client: AsyncTestClient, mesh: Mesh) -> None:
+    await mesh.stop("rerank")
+    body = (await client.get("/health/ready")).json()
+    assert body["status"] == "not_ready" and body["models"]["rerank"] == "not_serving"
 
 
 async def test_not_ready_when_a_downstream_is_down(client: AsyncTestClient, mesh: Mesh) -> None:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
 from litestar.testing import AsyncTestClient
 
 from gateway_auth import StaticAuthenticator
-from gateway_mesh import Mesh
+from gateway_mesh import Mesh, as_loopback
 from ragmesh_gateway.access import Caller
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.deps import build_deps
 
 INDEX = "/api/rag/v1/internal/index"
+
+
+@pytest.fixture
+async def client(mesh: Mesh) -> AsyncIterator[AsyncTestClient]:
+    """The local operator: authentication disabled, calling from 127.0.0.1."""
+    async with AsyncTestClient(as_loopback(create_app(mesh.settings()))) as test_client:
+        yield test_client
 
 
 async def test_build_promote_rollback_status(client: AsyncTestClient, mesh: Mesh) -> None:
@@ -20,12 +30,13 @@ async def test_build_promote_rollback_status(client: AsyncTestClient, mesh: Mesh
     assert build.status_code == 200
     assert build.json()["index_version"] == "v2" and build.json()["files"][0]["status"] == "indexed"
     sent = mesh.indexer.requests[-1]
-    assert (sent.corpus.corpus, sent.corpus.root, sent.force, sent.actor, sent.reason) == (
+    assert (sent.corpus.corpus, sent.corpus.root, sent.force, sent.actor, sent.reason, sent.admin) == (
         "docs@1",
         "/srv/docs",
         True,
         "local",
         "nightly",
+        True,  # the local operator (auth disabled, loopback)
     )
 
     promote = await client.post(f"{INDEX}/promote", json={"corpus": "docs@1", "index_version": "v2"})
@@ -63,3 +74,30 @@ async def test_non_admin_callers_are_refused_before_the_indexer(mesh: Mesh) -> N
         response = await reader.post(f"{INDEX}/promote", json={"corpus": "docs@1", "index_version": "v2"})
     assert response.status_code == 403 and response.json()["code"] == "PERMISSION_DENIED"
     assert mesh.indexer.requests == []
+
+
+@pytest.mark.parametrize(("scopes", "admin"), [
+    ({"rag:index:build", "rag:index:promote"}, False),
+    ({"rag:admin"}, True),
+])
+async def test_the_indexer_learns_whether_the_caller_is_an_admin(
+    mesh: Mesh, scopes: set[str], admin: bool
+) -> None:
+    # A build token alone may not widen what the indexer reads or publish a corpus
+    # (ragmesh_indexer.corpus_roots decides, with this flag).
+    settings = mesh.settings()
+    deps = build_deps(settings)
+    deps.authenticator = StaticAuthenticator(Caller("ci", scopes=frozenset(scopes)))
+    async with AsyncTestClient(create_app(settings, deps)) as ci:
+        response = await ci.post(f"{INDEX}/build", json={"corpus": "mirror@1", "root": "/srv/internal",
+                                                         "visibility": "public"})
+    assert response.status_code == 200, response.text
+    sent = mesh.indexer.requests[-1]
+    assert (sent.admin, sent.corpus.visibility) == (admin, "public")
+
+
+async def test_a_build_may_leave_root_and_visibility_to_the_registry(client: AsyncTestClient, mesh: Mesh) -> None:
+    response = await client.post(f"{INDEX}/build", json={"corpus": "docs@1"})
+    assert response.status_code == 200, response.text
+    sent = mesh.indexer.requests[-1]
+    assert (sent.corpus.root, sent.corpus.visibility) == ("", "")

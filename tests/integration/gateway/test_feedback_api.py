@@ -66,7 +66,7 @@ async def test_feedback_is_stored_and_counted(client: AsyncTestClient, pg_url: s
     ({"request_id": "a", "rating": True}, "MALFORMED_BODY"),
     ({"request_id": "", "rating": 1}, "INVALID_ARGUMENT"),
     ({"request_id": "a" * 129, "rating": 1}, "INVALID_ARGUMENT"),
-    ({"request_id": "a\u0000b", "rating": 1}, "INVALID_ARGUMENT"),
+    ({"request_id": "a\u0000b", "rating": 1}, "INVALID_CHARACTER"),
     ({"request_id": "a", "rating": 1, "comment": "c" * 2001}, "INVALID_ARGUMENT"),
     ({"rating": 1}, "MALFORMED_BODY"),
     ({"request_id": "a", "rating": 1, "stars": 5}, "UNKNOWN_FIELD"),

@@ -95,7 +95,9 @@ async def test_unreachable_redis_fails_open_or_closed_as_configured(free_port, k
     try:
         open_limiter = RateLimiter(dead, {"search": Limit(1, 4)}, key_prefix=key_prefix)
         decision = await open_limiter.check("search", "k")
-        assert decision.allowed and decision.remaining == 4
+        # Admitted but not counted: no budget is claimed, the degradation is flagged instead.
+        assert decision.allowed and not decision.counted
+        assert rate_limit_headers(decision) == {"Ragmesh-Degraded": "ratelimit"}
         closed = RateLimiter(dead, {"search": Limit(1, 4)}, key_prefix=key_prefix, fail_open=False)
         with pytest.raises(RagmeshError) as info:
             await closed.check("search", "k")

@@ -183,7 +183,7 @@ async def test_status_shows_the_running_build_from_its_first_file(indexer, tmp_p
                            manifests=indexer.manifests, checkpoint=look)
     servicer = IndexerServicer(indexer.registry, builder, indexer.validator, indexer.promoter, indexer.inspector)
     reply = await servicer.Build(indexer_pb2.BuildRequest(corpus=indexer_pb2.CorpusSpec(
-        corpus=V1, root=str(root)), actor="t"), None)
+        corpus=V1, root=str(root)), actor="t", admin=True), None)
 
     assert seen["parsed-file"] == [("", "scan", 1, 2)]  # no version yet
     ((version, stage, done, total),) = seen["embed-batch"]

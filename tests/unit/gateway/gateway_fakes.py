@@ -273,8 +273,9 @@ class FakeCatalog(CorpusCatalog):
 class FakeIndexAdmin(IndexAdmin):
     calls: list[tuple] = field(default_factory=list)
 
-    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str) -> BuildResult:
-        self.calls.append(("build", spec.corpus, force, actor, reason))
+    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
+                    admin: bool) -> BuildResult:
+        self.calls.append(("build", spec.corpus, force, actor, reason, admin))
         return BuildResult(index_version="v2", documents=3, chunks=12, embedded=12, state="candidate")
 
     async def promote(self, corpus: str, index_version: str, *, actor: str, reason: str) -> PromoteResult:

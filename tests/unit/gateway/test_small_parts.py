@@ -86,9 +86,11 @@ async def test_index_admin_needs_index_scopes_and_records_the_actor() -> None:
     await service.build(CorpusSpec(corpus="docs@1", root="/srv"), force=False, reason="", caller=builder)
     await service.status("docs@1", builder)
     assert [c[0] for c in admin.calls] == ["build", "status"]
+    # A build scope alone is not admin: the indexer keeps root, visibility and new corpora in check.
+    assert admin.calls[0][-1] is False
     admin.calls.clear()
     await service.build(CorpusSpec(corpus="docs@1", root="/srv"), force=True, reason="nightly", caller=LOCAL)
-    assert admin.calls == [("build", "docs@1", True, "local", "nightly")]
+    assert admin.calls == [("build", "docs@1", True, "local", "nightly", True)]
 
 
 def test_embedded_default_has_auth_and_rate_limits_off() -> None:
@@ -103,11 +105,25 @@ def test_embedded_default_has_auth_and_rate_limits_off() -> None:
 async def test_auth_disabled_reads_every_served_corpus_and_nothing_else() -> None:
     from ragmesh_gateway.access import AuthDisabled, RequestInfo
 
-    caller = await AuthDisabled(ConfiguredCorpusDirectory({"a@1", "b@2"})).authenticate(
-        RequestInfo(headers={})
-    )
-    assert caller.readable_list() == ["a@1", "b@2"] and caller.is_admin
-    assert not caller.can_read("c@3")
+    directory = ConfiguredCorpusDirectory({"a@1", "b@2"})
+    for host in ("127.0.0.1", "::1", "10.1.2.3", None):
+        caller = await AuthDisabled(directory).authenticate(RequestInfo(headers={}, client_host=host))
+        assert caller.readable_list() == ["a@1", "b@2"]
+        assert not caller.can_read("c@3")
+
+
+async def test_auth_disabled_gives_the_index_routes_to_loopback_callers_only() -> None:
+    from ragmesh_gateway.access import AuthDisabled, RequestInfo
+    from ragmesh_gateway.security.tokens import Scope
+
+    directory = ConfiguredCorpusDirectory({"a@1"})
+    local = await AuthDisabled(directory).authenticate(RequestInfo(headers={}, client_host="127.0.0.1"))
+    assert local.is_admin
+    remote = await AuthDisabled(directory).authenticate(RequestInfo(headers={}, client_host="192.168.1.9"))
+    assert not remote.is_admin and remote.allows(Scope.SEARCH) and remote.allows(Scope.ANSWER)
+    with pytest.raises(RagmeshError) as refused:
+        remote.require(Scope.INDEX_BUILD)
+    assert refused.value.code is ErrorCode.PERMISSION_DENIED and "loopback" in refused.value.message
 
 
 def test_token_mode_and_rate_limits_are_wired_from_settings() -> None:

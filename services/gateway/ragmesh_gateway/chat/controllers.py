@@ -57,7 +57,7 @@ class ChatController(Controller):
                 description="Event stream; each event's data is one of these JSON objects",
                 generate_examples=False,
             ),
-            **error_responses(400, 401, 404, 413, 429, 503, 504),
+            **error_responses(400, 401, 404, 413, 415, 429, 503, 504),
         },
     )
     async def stream(
@@ -75,7 +75,7 @@ class ChatController(Controller):
         status_code=200,
         summary="Grounded answer, all at once",
         description="The same pipeline as /chat/stream; generation failures come back in `error`.",
-        responses=error_responses(400, 401, 404, 413, 429, 503, 504),
+        responses=error_responses(400, 401, 404, 413, 415, 429, 503, 504),
     )
     async def answer(self, data: ChatRequest, caller: Caller, chat: ChatService) -> AnswerResponse:
         collected = await chat.answer(chat_params(data), caller)

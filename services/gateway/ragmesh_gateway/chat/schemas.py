@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from ragmesh_common.text_safety import NON_BLANK_TEXT_PATTERN
+
 from ragmesh_gateway.search.schemas import (
     QUERY_MAX_CHARS,
     TOP_K_MAX,
@@ -22,7 +24,8 @@ SourcesBasis = Literal["cited", "retrieved"]
 class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Answer a question from the indexed documents, citing them."""
 
-    question: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, description="The question.")]
+    question: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NON_BLANK_TEXT_PATTERN,
+                                  description="The question (not blank).")]
     top_k: (
         Annotated[int, Meta(ge=1, le=TOP_K_MAX, description="Sources to ground on (default 5).")] | None
     ) = None

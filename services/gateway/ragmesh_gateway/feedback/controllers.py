@@ -36,7 +36,7 @@ class FeedbackController(Controller):
         summary="Rate an answer",
         description="Thumbs up (1) or down (-1) on the answer with this request_id, with an optional "
         "comment (at most 2000 characters). Stored in PostgreSQL; counted in ragmesh_feedback_total.",
-        responses=error_responses(400, 401, 413, 429, 503),
+        responses=error_responses(400, 401, 413, 415, 429, 503),
     )
     async def submit(
         self, data: FeedbackRequest, caller: Caller, feedback: FeedbackService

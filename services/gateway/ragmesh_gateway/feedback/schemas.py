@@ -8,6 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from ragmesh_gateway.security.feedback_store import MAX_COMMENT_CHARS, MAX_REQUEST_ID_CHARS
+from ragmesh_gateway.web.request_context import REQUEST_ID_PATTERN
 
 
 class FeedbackRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -16,10 +17,12 @@ class FeedbackRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     request_id: Annotated[
         str,
         Meta(
-            min_length=1, max_length=MAX_REQUEST_ID_CHARS, description="meta.request_id of the rated answer."
+            min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=REQUEST_ID_PATTERN,
+            description="meta.request_id of the rated answer.",
         ),
     ]
-    rating: Annotated[int, Meta(ge=-1, le=1, description="1 helpful, -1 not helpful (0 is refused).")]
+    rating: Annotated[int, Meta(ge=-1, le=1, description="1 helpful, -1 not helpful (0 is refused).",
+                                extra_json_schema={"extra": {"enum": [-1, 1]}})]
     comment: (
         Annotated[str, Meta(max_length=MAX_COMMENT_CHARS, description="Optional free text.")] | None
     ) = None

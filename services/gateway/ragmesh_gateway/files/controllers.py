@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from litestar import Controller, get
 from litestar.di import Provide
+from litestar.openapi.spec import Example
+from litestar.params import Parameter
 from litestar.response import File
 
 from ragmesh_gateway.access import Caller, RouteClass
@@ -35,7 +39,14 @@ class FilesController(Controller):
         description="Unreadable, missing and refused paths all answer the same 404 NOT_FOUND.",
         responses=error_responses(400, 401, 404, 429),
     )
-    async def download(self, corpus: str, path: str, caller: Caller, files: FileService) -> File:
+    async def download(
+        self,
+        corpus: Annotated[str, Parameter(description="Corpus id", examples=[Example(value="docs@1")])],
+        path: Annotated[str, Parameter(description="Path inside the corpus root (a chunk's source_path)",
+                                       examples=[Example(value="guide/page1.md")])],
+        caller: Caller,
+        files: FileService,
+    ) -> File:
         found = await files.locate(corpus, path.removeprefix("/"), caller)
         headers = dict(_UNTRUSTED_CONTENT)
         if found.media_type == "application/pdf":

@@ -22,8 +22,9 @@ class HealthController(Controller):
 
     @get(
         "/health/ready",
-        summary="Downstreams serving and at least one active corpus",
-        description="503 with the same body shape when not ready.",
+        summary="Downstreams serving, at least one active corpus, and the model runtimes behind them",
+        description="200 `ready` or `degraded` (a model runtime is down: answers are flagged); "
+        "503 `not_ready` with the same body shape.",
         responses={
             503: ResponseSpec(data_container=ReadyResponse, description="Not ready", generate_examples=False)
         },
@@ -31,8 +32,10 @@ class HealthController(Controller):
     async def ready(self, readiness: ReadinessService) -> Response[ReadyResponse]:
         result = await readiness.check()
         body = ReadyResponse(
-            status="ready" if result.ready else "not_ready",
+            status=result.status,
             checks=result.checks,
+            models=result.models,
+            degraded=result.degraded,
             active_corpora=result.active_corpora,
             reason=result.reason or None,
         )

@@ -13,9 +13,22 @@ class LiveResponse(msgspec.Struct, kw_only=True):
 
 
 class ReadyResponse(msgspec.Struct, kw_only=True):
-    status: Literal["ready", "not_ready"]
+    status: Annotated[
+        Literal["ready", "degraded", "not_ready"],
+        Meta(description="degraded: served, but answers carry the `degraded` components' flags"),
+    ]
     checks: Annotated[
         dict[str, str], Meta(description="retrieval, rerank, generation, corpora -> serving | not_serving")
+    ]
+    models: Annotated[
+        dict[str, str],
+        Meta(description="model runtime behind each service: embedding (retrieval), rerank, generation "
+                         "-> serving | not_serving | unknown"),
+    ]
+    degraded: Annotated[
+        list[str],
+        Meta(description="components answers are degraded for: embedding (keyword-only search), rerank "
+                         "(fused order), generation (retrieval summary instead of an answer)"),
     ]
     active_corpora: int
     reason: str | None = None

@@ -1,4 +1,12 @@
-"""Readiness: every downstream answers its health check and at least one corpus is active."""
+"""Readiness: every downstream service answers, at least one corpus is active, and what each
+model runtime being down means for answers.
+
+``not_ready`` (503): a service or every corpus is missing; nothing useful can be answered.
+``degraded`` (200): the services serve but a model runtime behind them does not, so answers come
+with the flag that component sets (``embedding``: keyword-only search; ``rerank``: fused order
+without the reranker; ``generation``: the retrieval summary instead of an answer).
+``ready`` (200): everything serves.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +16,11 @@ from dataclasses import dataclass, field
 from ragmesh_common.errors import RagmeshError
 
 from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory
-from ragmesh_gateway.health.ports import DependencyProbe
+from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 
 SERVING = "serving"
 NOT_SERVING = "not_serving"
+UNKNOWN = "unknown"  # the service does not report that model (a test double, an older service)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +29,14 @@ class Readiness:
     checks: dict[str, str] = field(default_factory=dict)
     active_corpora: int = 0
     reason: str = ""
+    models: dict[str, str] = field(default_factory=dict)
+    degraded: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if not self.ready:
+            return "not_ready"
+        return "degraded" if self.degraded else "ready"
 
 
 class ReadinessService:
@@ -29,9 +46,11 @@ class ReadinessService:
         catalog: CorpusCatalog,
         directory: CorpusDirectory,
         *,
+        models: list[ModelDependency] | None = None,
         timeout_s: float = 2.0,
     ) -> None:
         self._probes = probes
+        self._models = list(models or [])
         self._catalog = catalog
         self._directory = directory
         self._timeout_s = timeout_s
@@ -42,6 +61,13 @@ class ReadinessService:
         except (asyncio.TimeoutError, RagmeshError):
             return False
 
+    async def _model(self, model: ModelDependency) -> str:
+        try:
+            serving = await asyncio.wait_for(model.is_serving(), self._timeout_s)
+        except (asyncio.TimeoutError, RagmeshError):
+            serving = False
+        return UNKNOWN if serving is None else SERVING if serving else NOT_SERVING
+
     async def _active_corpora(self) -> int | None:
         try:
             served = tuple(sorted(await self._directory.corpus_ids()))
@@ -51,14 +77,27 @@ class ReadinessService:
         return sum(1 for c in corpora if c.state == "active")
 
     async def check(self) -> Readiness:
-        results = await asyncio.gather(*(self._probe(p) for p in self._probes), self._active_corpora())
-        serving, active = results[:-1], results[-1]
-        checks = {p.name: SERVING if ok else NOT_SERVING for p, ok in zip(self._probes, serving)}
+        services, models, active = await asyncio.gather(
+            asyncio.gather(*(self._probe(p) for p in self._probes)),
+            asyncio.gather(*(self._model(m) for m in self._models)),
+            self._active_corpora(),
+        )
+        checks = {p.name: SERVING if ok else NOT_SERVING for p, ok in zip(self._probes, services)}
         checks["corpora"] = SERVING if active else NOT_SERVING
+        model_states = {m.name: state for m, state in zip(self._models, models)}
         reasons = [name for name, state in checks.items() if state != SERVING]
+        degraded = [name for name, state in model_states.items() if state == NOT_SERVING]
+        if reasons:
+            reason = "not ready: " + ", ".join(reasons)
+        elif degraded:
+            reason = "degraded: model runtime not serving for " + ", ".join(degraded)
+        else:
+            reason = ""
         return Readiness(
             ready=not reasons,
             checks=checks,
             active_corpora=active or 0,
-            reason=("not ready: " + ", ".join(reasons)) if reasons else "",
+            reason=reason,
+            models=model_states,
+            degraded=degraded,
         )

@@ -38,7 +38,7 @@ class IndexAdminController(Controller):
         "/build",
         status_code=200,
         summary="Build a candidate index version",
-        responses=error_responses(400, 401, 403, 413, 429, 503, 504),
+        responses=error_responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504),
     )
     async def build(self, data: BuildRequest, caller: Caller, admin: IndexAdminService) -> BuildResponse:
         spec = CorpusSpec(
@@ -61,7 +61,7 @@ class IndexAdminController(Controller):
         "/promote",
         status_code=200,
         summary="Serve an index version",
-        responses=error_responses(400, 401, 403, 429, 503),
+        responses=error_responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504),
     )
     async def promote(
         self, data: PromoteRequest, caller: Caller, admin: IndexAdminService
@@ -73,7 +73,7 @@ class IndexAdminController(Controller):
         "/rollback",
         status_code=200,
         summary="Serve the previous index version again",
-        responses=error_responses(400, 401, 403, 429, 503),
+        responses=error_responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504),
     )
     async def rollback(
         self, data: RollbackRequest, caller: Caller, admin: IndexAdminService
@@ -82,12 +82,14 @@ class IndexAdminController(Controller):
         return promote_response(result, request_id_var.get())
 
     @get(
-        "/status", summary="Index versions of one corpus", responses=error_responses(400, 401, 403, 429, 503)
+        "/status", summary="Index versions of one corpus",
+        responses=error_responses(400, 401, 403, 404, 429, 503, 504),
     )
     async def status(
         self,
         caller: Caller,
         admin: IndexAdminService,
-        corpus: Annotated[str, Parameter(min_length=1, max_length=200, description="Corpus id")],
+        corpus: Annotated[str, Parameter(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+                                         description="Corpus id")],
     ) -> IndexStatusResponse:
         return status_response(await admin.status(corpus, caller), request_id_var.get())

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, slots=True)
 class CorpusSpec:
     corpus: str
-    root: str
+    root: str = ""  # empty: the registered root
     library: str = ""
     version: str = ""
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
-    visibility: str = "public"
+    visibility: str = ""  # empty: the registered one (internal for a new corpus)
     license: str = ""
     source_url: str = ""
     url_base: str = ""
@@ -79,7 +79,9 @@ class IndexStatus:
 
 class IndexAdmin(abc.ABC):
     @abc.abstractmethod
-    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str) -> BuildResult: ...
+    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
+                    admin: bool) -> BuildResult:
+        """``admin``: the caller may register a new root, change root or visibility, publish."""
 
     @abc.abstractmethod
     async def promote(self, corpus: str, index_version: str, *, actor: str, reason: str) -> PromoteResult: ...

@@ -7,20 +7,28 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-CorpusId = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f/\\]+$")]
+CorpusId = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f/\\]+$")]
 Reason = Annotated[str, Meta(max_length=500, description="Recorded in the index audit trail.")]
 
 
 class BuildRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Build a new index version of one corpus (it becomes a candidate; promote it to serve it)."""
+    """Build a new index version of one corpus (it becomes a candidate; promote it to serve it).
+
+    The indexer reads only under its allowed roots (RAGMESH_CORPUS_ROOTS, else the roots of the
+    registered corpora). Registering a root outside them, changing an existing corpus's root or
+    visibility, and making a new corpus public need rag:admin (403 otherwise)."""
 
     corpus: CorpusId
-    root: Annotated[str, Meta(min_length=1, description="Folder holding the corpus, as the indexer sees it.")]
+    root: Annotated[str, Meta(description="Absolute folder holding the corpus, as the indexer sees it; "
+                                          "empty: the registered root.")] = ""
     library: str = ""
     version: str = ""
     include: list[str] = []
     exclude: list[str] = []
-    visibility: Literal["public", "internal"] = "public"
+    visibility: Annotated[
+        Literal["public", "internal", ""],
+        Meta(description="Empty: the registered one, or internal for a new corpus."),
+    ] = ""
     license: str = ""
     source_url: str = ""
     url_base: str = ""

@@ -21,7 +21,8 @@ class IndexAdminService:
         log.info(
             "index build requested", extra={"fields": {"corpus": spec.corpus, "actor": caller.principal}}
         )
-        return await self._admin.build(spec, force=force, actor=caller.principal, reason=reason)
+        return await self._admin.build(spec, force=force, actor=caller.principal, reason=reason,
+                                       admin=caller.is_admin)
 
     async def promote(self, corpus: str, index_version: str, *, reason: str, caller: Caller) -> PromoteResult:
         caller.require(Scope.INDEX_PROMOTE)

@@ -3,7 +3,8 @@
 Every HTTP request to /mcp is rate limited (route class ``mcp``) and then authenticated before the
 MCP app sees it, in the same order as REST routes: a refused request is a plain HTTP 429 or 401
 (with ``WWW-Authenticate``), as MCP's authorization rules expect. The caller is left in the scope
-state for the tools, which check their own scope.
+state for the tools, which check their own scope. The SDK's own refusals (413, malformed JSON-RPC)
+get the gateway's error fields on the way out (``ragmesh_gateway.mcp.refusals``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ragmesh_common.errors import RagmeshError
 
 from ragmesh_gateway.access import RequestInfo, RouteClass
 from ragmesh_gateway.deps import GatewayServices
+from ragmesh_gateway.mcp.refusals import coded_refusals
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.dependencies import admit
 from ragmesh_gateway.web.errors import send_error
@@ -61,8 +63,10 @@ class McpMount:
 
         @asgi(MOUNT_PATH, is_mount=True, copy_scope=True)
         async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] != "http" or await admitted(scope, send):
+            if scope["type"] != "http":
                 await app(scope, receive, send)
+            elif await admitted(scope, send):
+                await app(scope, receive, coded_refusals(scope, send))
 
         return mcp_endpoint
 

@@ -7,6 +7,9 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from ragmesh_common.index_schema import CHUNK_ID_PATTERN
+from ragmesh_common.text_safety import NON_BLANK_TEXT_PATTERN
+
 QUERY_MAX_CHARS = 2000
 TOP_K_MAX = 50
 CHUNK_IDS_MAX = 100
@@ -30,7 +33,8 @@ class SearchFilters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class SearchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Hybrid search over the active index versions."""
 
-    query: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, description="What to look for.")]
+    query: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NON_BLANK_TEXT_PATTERN,
+                               description="What to look for (not blank).")]
     top_k: Annotated[int, Meta(ge=1, le=TOP_K_MAX, description="How many results to return.")] = 8
     filters: SearchFilters | None = None
     include_content: Annotated[bool, Meta(description="Add the parent section of each chunk.")] = False
@@ -105,7 +109,10 @@ class SearchResponse(msgspec.Struct, kw_only=True):
 class BatchGetRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Read chunks by id, pinned to the index version that returned them."""
 
-    chunk_ids: Annotated[list[str], Meta(min_length=1, max_length=CHUNK_IDS_MAX, description="Chunk UUIDs.")]
+    chunk_ids: Annotated[
+        list[Annotated[str, Meta(pattern=CHUNK_ID_PATTERN)]],
+        Meta(min_length=1, max_length=CHUNK_IDS_MAX, description="Chunk UUIDs (lower case)."),
+    ]
     index_version: Annotated[str | None, Meta(description="From a search response; null: active.")] = None
     include_content: bool = False
 

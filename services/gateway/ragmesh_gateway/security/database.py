@@ -13,8 +13,8 @@ from pathlib import Path
 
 import asyncpg
 
-from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.pg import apply_migrations
+from ragmesh_common.pg import database_errors as _database_errors
 
 GATEWAY_SCHEMA = "gateway"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "store" / "migrations"
@@ -32,9 +32,5 @@ async def database_errors(what: str) -> AsyncIterator[None]:
     A database that cannot be reached is UNAVAILABLE, never UNAUTHENTICATED: a caller with a valid
     token must not be told it is invalid because PostgreSQL is down.
     """
-    try:
+    async with _database_errors(what):
         yield
-    except (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-            asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError) as exc:
-        reason = type(exc).__name__
-        raise RagmeshError(ErrorCode.UNAVAILABLE, f"{what}: database unavailable ({reason})") from exc

@@ -11,6 +11,10 @@ Headers (:func:`rate_limit_headers`) follow the IETF httpapi draft's separate fi
 (seconds until the bucket is full again, rounded up) and ``RateLimit-Policy: <burst>;w=<seconds to
 refill from empty>``; refused requests also get ``Retry-After`` (seconds until one token is back,
 rounded up, at least 1).
+
+With Redis unreachable and ``fail_open`` (the default) a request is admitted uncounted: it gets no
+RateLimit-* headers (there is no budget to report, and a full one would be a lie) but
+``Ragmesh-Degraded: ratelimit``, and ``ragmesh_degraded_total{component="ratelimit"}`` counts it.
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ class Decision:
     retry_after_s: float  # 0 when allowed; else seconds until the request would pass
     reset_s: float  # seconds until the bucket is full again
     policy_window_s: float = 0.0  # seconds to refill from empty (burst / rate)
+    counted: bool = True  # False: admitted without a bucket (Redis unreachable, fail-open)
 
 
 def parse_limits(spec: str) -> dict[str, Limit]:
@@ -151,11 +156,16 @@ class RateLimiter:
         log.warning("rate limiter unavailable (%s); fail_open=%s", type(exc).__name__, self._fail_open)
         if not self._fail_open:
             raise RagmeshError(ErrorCode.UNAVAILABLE, "rate limiter unavailable") from exc
-        return Decision(allowed=True, remaining=limit.burst, limit=limit.burst, retry_after_s=0.0,
-                        reset_s=0.0, policy_window_s=limit.burst / limit.rate_per_s)
+        return Decision(allowed=True, remaining=0, limit=limit.burst, retry_after_s=0.0,
+                        reset_s=0.0, policy_window_s=limit.burst / limit.rate_per_s, counted=False)
+
+
+DEGRADED_HEADER = "Ragmesh-Degraded"
 
 
 def rate_limit_headers(decision: Decision) -> dict[str, str]:
+    if not decision.counted:
+        return {DEGRADED_HEADER: "ratelimit"}
     headers = {
         "RateLimit-Limit": str(decision.limit),
         "RateLimit-Remaining": str(decision.remaining),

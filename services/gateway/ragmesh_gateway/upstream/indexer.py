@@ -39,7 +39,8 @@ class GrpcIndexAdmin(IndexAdmin):
     def _stub(self) -> indexer_pb2_grpc.IndexerStub:
         return indexer_pb2_grpc.IndexerStub(self._channels.get(PEER))
 
-    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str) -> BuildResult:
+    async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
+                    admin: bool) -> BuildResult:
         request = indexer_pb2.BuildRequest(
             corpus=indexer_pb2.CorpusSpec(
                 corpus=spec.corpus,
@@ -57,6 +58,7 @@ class GrpcIndexAdmin(IndexAdmin):
             force=force,
             actor=actor,
             reason=reason,
+            admin=admin,
         )
         reply = await unary(self._stub.Build, request, timeout=self._build_timeout_s, peer=PEER)
         return BuildResult(

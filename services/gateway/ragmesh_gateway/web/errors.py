@@ -41,8 +41,11 @@ _DESCRIPTIONS = {
     401: "UNAUTHENTICATED",
     403: "PERMISSION_DENIED",
     404: "NOT_FOUND (absent and unreadable look the same)",
+    409: "CONFLICT (the index changed under the request)",
     410: "INDEX_VERSION_GONE",
     413: "BODY_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE (JSON routes take application/json only)",
+    422: "VALIDATION_FAILED / BUILD_FAILED",
     429: "RATE_LIMITED",
     503: "UNAVAILABLE / NO_ACTIVE_INDEX",
     504: "DEADLINE_EXCEEDED",
@@ -60,6 +63,9 @@ def error_responses(*statuses: int) -> dict[int, ResponseSpec]:
 def as_ragmesh_error(exc: Exception) -> RagmeshError:
     if isinstance(exc, RagmeshError):
         return exc
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        # A store or upstream that is down, reached by code that did not map it: an outage.
+        return RagmeshError(ErrorCode.UNAVAILABLE, "a dependency is unavailable")
     if isinstance(exc, NotFoundException):
         return RagmeshError(ErrorCode.ROUTE_NOT_FOUND, "no such route")
     if isinstance(exc, MethodNotAllowedException):
@@ -81,6 +87,8 @@ def as_ragmesh_error(exc: Exception) -> RagmeshError:
             return RagmeshError(ErrorCode.PERMISSION_DENIED, "permission denied")
         if exc.status_code == 429:
             return RagmeshError(ErrorCode.RATE_LIMITED, "too many requests")
+        if exc.status_code == 415:
+            return RagmeshError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "unsupported media type")
         if 400 <= exc.status_code < 500:
             return RagmeshError(ErrorCode.INVALID_ARGUMENT, "invalid request")
     return RagmeshError(ErrorCode.INTERNAL, "internal error")
@@ -91,6 +99,19 @@ def www_authenticate(*, has_credentials: bool) -> str:
     if has_credentials:
         return 'Bearer realm="ragmesh", error="invalid_token"'
     return 'Bearer realm="ragmesh"'
+
+
+# A store or a downstream service that is down is usually back within seconds (a restart), so a
+# client that honours Retry-After retries soon rather than never.
+UNAVAILABLE_RETRY_AFTER_S = 2
+
+
+def retry_after(error: RagmeshError) -> dict[str, str]:
+    if error.code is ErrorCode.RATE_LIMITED and "retry_after_s" in error.details:
+        return {"Retry-After": str(max(1, int(float(error.details["retry_after_s"]) + 0.999)))}
+    if error.code in (ErrorCode.UNAVAILABLE, ErrorCode.NO_ACTIVE_INDEX):
+        return {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)}
+    return {}
 
 
 def error_response(request: Request, exc: Exception) -> Response:
@@ -110,8 +131,7 @@ def error_response(request: Request, exc: Exception) -> Response:
         headers.update(exc.headers)  # e.g. Allow on 405
     if error.code is ErrorCode.UNAUTHENTICATED:
         headers["WWW-Authenticate"] = www_authenticate(has_credentials="authorization" in request.headers)
-    if error.code is ErrorCode.RATE_LIMITED and "retry_after_s" in error.details:
-        headers["Retry-After"] = str(max(1, int(float(error.details["retry_after_s"]) + 0.999)))
+    headers.update(retry_after(error))
     return Response(
         content=error.to_body(request_id),
         status_code=error.http_status,
@@ -125,6 +145,7 @@ async def send_error(scope: Any, send: Any, error: RagmeshError, *, has_credenti
     headers = [(b"content-type", b"application/json")]
     if error.code is ErrorCode.UNAUTHENTICATED:
         headers.append((b"www-authenticate", www_authenticate(has_credentials=has_credentials).encode()))
+    headers.extend((k.lower().encode(), v.encode()) for k, v in retry_after(error).items())
     body = msgspec.json.encode(error.to_body(request_id_of(scope)))
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": error.http_status, "headers": headers})

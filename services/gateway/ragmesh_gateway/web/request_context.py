@@ -21,7 +21,9 @@ log = logging.getLogger("ragmesh.gateway.http")
 REQUEST_ID_HEADER = "x-request-id"
 # Scope-state key where the rate limiter leaves the RateLimit-* headers for this response.
 RATE_LIMIT_HEADERS = "rate_limit_headers"
-_WELL_FORMED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+# A request id the gateway accepts from a caller (and so every one it issues or echoes).
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_WELL_FORMED = re.compile(REQUEST_ID_PATTERN.strip("^$"))
 _QUIET_ROUTES = frozenset({"/health/live", "/health/ready", "/metrics"})
 
 
