@@ -18,6 +18,7 @@ from prometheus_client import start_http_server
 from ragmesh_common import metrics
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.rpc.errors import grpc_status, trailing_metadata
+from ragmesh_common.rpc.health_names import MODEL_HEALTH_PREFIX
 from ragmesh_common.telemetry import request_id_var
 
 log = logging.getLogger("ragmesh.rpc")
@@ -103,8 +104,6 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         metrics.GRPC_SERVER_DURATION.labels(self.service, method).observe(time.perf_counter() - start)
 
 
-# The health service name under which a server reports one model dependency (``model:embedding``).
-MODEL_HEALTH_PREFIX = "ragmesh.model."
 _PROBE_TIMEOUT_S = 1.5
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ragmesh_common.rpc.server import MODEL_HEALTH_PREFIX
+from ragmesh_common.rpc.health_names import MODEL_HEALTH_PREFIX
 
 from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 from ragmesh_gateway.upstream.channels import Channels
