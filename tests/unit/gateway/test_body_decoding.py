@@ -75,3 +75,13 @@ def test_tool_arguments_follow_the_same_rules() -> None:
     with pytest.raises(RagmeshError) as err:
         convert_arguments({"query": "q", "top_k": "3"}, SearchRequest)
     assert err.value.code is ErrorCode.MALFORMED_BODY
+
+
+def test_integral_floats_are_integers_as_json_schema_says() -> None:
+    from ragmesh_gateway.web.body import convert_arguments
+
+    assert decode_json(b'{"query": "a", "top_k": 7.0}', SearchRequest).top_k == 7
+    assert convert_arguments({"query": "a", "top_k": 7.0}, SearchRequest).top_k == 7  # MCP tool arguments
+    with pytest.raises(RagmeshError) as err:
+        convert_arguments({"query": "a\x00", "top_k": 7}, SearchRequest)
+    assert err.value.code is ErrorCode.INVALID_CHARACTER

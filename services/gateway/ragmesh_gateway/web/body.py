@@ -107,7 +107,7 @@ def convert_arguments(arguments: dict[str, Any], type_: type[T]) -> T:
     """MCP tool arguments (already parsed JSON) -> the request Struct, with the same rules."""
     check_strings(arguments)
     try:
-        return msgspec.convert(arguments, type=type_, strict=True)
+        return msgspec.convert(_integral_floats_as_ints(arguments), type=type_, strict=True)
     except msgspec.ValidationError as exc:
         raise validation_error(str(exc)) from None
 
