@@ -192,7 +192,7 @@ async def test_the_source_view_marks_the_cited_lines_and_links_the_raw_file(mesh
     assert whole.status_code == 200 and 'class="line cited"' not in whole.text and "<mark " not in whole.text
 
 
-@pytest.mark.parametrize("lines", ["x", "0-3", "5-2", "1-", "-3", "1-2-3", "9" * 40])
+@pytest.mark.parametrize("lines", ["x", "0-3", "1-", "-3", "1-2-3", "9" * 40])
 async def test_a_bad_line_range_is_a_stable_400(mesh: Mesh, corpus_tree: Path, lines: str) -> None:
     async with serve(app_for(mesh, corpus_tree)) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:

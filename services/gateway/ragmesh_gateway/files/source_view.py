@@ -15,6 +15,8 @@ import re
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 MAX_LINE_SPAN = 100_000
+# Published in the OpenAPI document too, so clients (and schemathesis) know what a range looks like.
+LINES_PATTERN = r"^[1-9][0-9]{0,5}(-[1-9][0-9]{0,5})?$"
 _LINES = re.compile(r"^([1-9]\d{0,5})(?:-([1-9]\d{0,5}))?$")
 
 _STYLE = """
@@ -37,11 +39,11 @@ def parse_lines(value: str | None) -> tuple[int, int] | None:
     match = _LINES.match(value.strip())
     if not match:
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "lines must look like 12 or 12-18")
-    start = int(match.group(1))
-    end = int(match.group(2) or start)
-    if end < start or end - start > MAX_LINE_SPAN:
-        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "lines must be a range from a smaller to a larger number")
-    return start, end
+    # Any two line numbers the published pattern allows name a range: "18-12" marks 12-18, and a
+    # span beyond MAX_LINE_SPAN marks its first MAX_LINE_SPAN lines. A view is harmless either way,
+    # and a request the OpenAPI document allows is never refused.
+    start, end = sorted((int(match.group(1)), int(match.group(2) or match.group(1))))
+    return start, min(end, start + MAX_LINE_SPAN)
 
 
 def render_source_view(*, title: str, text: str, raw_url: str, cited: tuple[int, int] | None) -> str:

@@ -20,7 +20,7 @@ from litestar.response import Redirect
 from ragmesh_gateway.access import Caller, RouteClass
 from ragmesh_gateway.files.links import API
 from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.files.source_view import parse_lines, render_source_view
+from ragmesh_gateway.files.source_view import LINES_PATTERN, parse_lines, render_source_view
 from ragmesh_gateway.security.tokens import Scope
 from ragmesh_gateway.web.dependencies import provide_files
 from ragmesh_gateway.web.errors import error_responses
@@ -50,7 +50,7 @@ class SourceViewController(Controller):
     )
     async def view(
         self, corpus: str, path: str, caller: Caller, files: FileService,
-        lines: str | None = Parameter(query="lines", default=None, max_length=32),
+        lines: str | None = Parameter(query="lines", default=None, max_length=32, pattern=LINES_PATTERN),
     ) -> Response | Redirect:
         cited = parse_lines(lines)
         relative = path.removeprefix("/")
