@@ -28,7 +28,8 @@ SENTENCE = "The default queue depth of the Quokka scheduler is forty-two jobs pe
 
 
 def index_job(stack: Stack) -> dict:
-    result = stack.project.run("--profile", "job", "run", "--rm", "-T", "index-job", "--corpus", "/corpora/quokka")
+    result = stack.project.run("--profile", "job", "run", "--rm", "-T", "index-job", "--corpus", "/corpora/quokka",
+                             "--visibility", "public")
     return json.loads(result.stdout)
 
 
