@@ -24,9 +24,11 @@ from ragmesh_gateway.files.controllers import FilesController
 from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.mcp.mount import McpMount
+from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
+from ragmesh_gateway.web.allowed_hosts import AllowedHosts
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_response
 from ragmesh_gateway.web.request_context import RequestContextMiddleware
@@ -84,6 +86,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
             FilesController,
             IndexAdminController,
             HealthController,
+            ProtectedResourceController,
             mcp.route_handler(),
         ],
         dependencies={"caller": Provide(provide_caller)},
@@ -105,6 +108,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         logging_config=None,
         debug=False,
     )
-    # Outermost, so that routing failures (404/405) and /mcp get a request id and metrics too.
-    app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    # Outermost, so that routing failures (404/405), refused hosts and /mcp get a request id and
+    # metrics too.
+    app.asgi_handler = RequestContextMiddleware(AllowedHosts(app.asgi_handler, settings.allowed_hosts))
     return app
