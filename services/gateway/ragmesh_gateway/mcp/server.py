@@ -67,6 +67,9 @@ class RagmeshMcp:
         )
 
     async def list_tools(self) -> list[types.Tool]:
+        return self.tool_definitions()
+
+    def tool_definitions(self) -> list[types.Tool]:
         return [tool.definition() for tool in self.tools.values()]
 
     async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None):
