@@ -25,12 +25,15 @@ from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.mcp.mount import McpMount
 from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
+from ragmesh_gateway.openai_chat.controllers import API_PREFIX as OPENAI_PREFIX
+from ragmesh_gateway.openai_chat.controllers import OpenAiController
+from ragmesh_gateway.openai_chat.presenters import error_body as openai_error_body
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
 from ragmesh_gateway.web.allowed_hosts import AllowedHosts
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
-from ragmesh_gateway.web.errors import error_response
+from ragmesh_gateway.web.errors import error_responder
 from ragmesh_gateway.web.request_context import RequestContextMiddleware
 
 API_VERSION = "1.0.0"
@@ -54,6 +57,7 @@ def openapi_config() -> OpenAPIConfig:
         tags=[
             Tag(name="search", description="Hybrid search and chunk reads"),
             Tag(name="chat", description="Grounded answers"),
+            Tag(name="openai", description="OpenAI-compatible chat completions over the grounded chat"),
             Tag(name="corpora", description="What is indexed"),
             Tag(name="files", description="Original documents"),
             Tag(name="internal", description="Index administration (admin callers)"),
@@ -80,6 +84,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         route_handlers=[
             SearchController,
             ChatController,
+            OpenAiController,
             FeedbackController,
             widget_router(),
             CorporaController,
@@ -91,7 +96,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         ],
         dependencies={"caller": Provide(provide_caller)},
         before_request=edge_checks,
-        exception_handlers={Exception: error_response},
+        exception_handlers={Exception: error_responder({f"{OPENAI_PREFIX}/": openai_error_body})},
         request_max_body_size=settings.max_body_bytes,
         state=State({STATE_KEY: services}),
         lifespan=[run_deps, mcp.lifespan],

@@ -48,7 +48,7 @@ def chat_meta(session: ChatSession, request_id: str) -> ChatMeta:
     )
 
 
-def _cited_security(session_report: GuardReport, cited: list[RankedSource]):
+def cited_security(session_report: GuardReport, cited: list[RankedSource]):
     summary = security_summary(session_report)
     cited_ids = {s.source_id for s in cited}
     summary.flagged_sources = [sid for sid in summary.flagged_sources if sid in cited_ids]
@@ -64,7 +64,7 @@ def event_payload(
     if isinstance(event, AnswerSources):
         return "sources", ChatSources(
             sources=[search_hit(s) for s in event.sources],
-            security=_cited_security(session.outcome.security, event.sources),
+            security=cited_security(session.outcome.security, event.sources),
             basis=event.basis,  # type: ignore[arg-type]
         )
     if isinstance(event, AnswerDone):
@@ -98,7 +98,7 @@ def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerRespon
         index_versions=versions,
         session_id=collected.session_id,
         sources=[search_hit(s) for s in collected.cited],
-        security=_cited_security(outcome.security, collected.cited),
+        security=cited_security(outcome.security, collected.cited),
         error=(
             ChatError(
                 code=failed.code,

@@ -7,6 +7,7 @@ message; the stack trace goes to the server log only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -110,9 +111,9 @@ def retry_after(error: RagmeshError) -> str | None:
     return None
 
 
-def error_response(request: Request, exc: Exception) -> Response:
+def described(request: Request, exc: Exception) -> tuple[RagmeshError, dict[str, str]]:
+    """The error an exception stands for and the headers its answer needs; logs what deserves it."""
     error = as_ragmesh_error(exc)
-    request_id = request_id_of(request.scope)
     fields = {
         "code": error.code.value,
         "status": error.http_status,
@@ -130,12 +131,36 @@ def error_response(request: Request, exc: Exception) -> Response:
             has_credentials="authorization" in request.headers, description=error.message)
     if (seconds := retry_after(error)) is not None:
         headers["Retry-After"] = seconds
+    return error, headers
+
+
+def error_response(request: Request, exc: Exception) -> Response:
+    error, headers = described(request, exc)
     return Response(
-        content=error.to_body(request_id),
+        content=error.to_body(request_id_of(request.scope)),
         status_code=error.http_status,
         headers=headers,
         media_type="application/json",
     )
+
+
+BodyShape = Callable[[RagmeshError, "str | None"], Any]
+
+
+def error_responder(shapes: dict[str, BodyShape]) -> Callable[[Request, Exception], Response]:
+    """The app's error handler: ragmesh's body, or another protocol's for the paths it owns (the
+    OpenAI-compatible /v1 routes), routing failures (404/405) included."""
+
+    def respond(request: Request, exc: Exception) -> Response:
+        path = request.scope.get("path", "")
+        shape = next((make for prefix, make in shapes.items() if path.startswith(prefix)), None)
+        if shape is None:
+            return error_response(request, exc)
+        error, headers = described(request, exc)
+        return Response(content=shape(error, request_id_of(request.scope)), status_code=error.http_status,
+                        headers=headers, media_type="application/json")
+
+    return respond
 
 
 async def send_error(
