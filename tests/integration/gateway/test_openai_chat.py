@@ -83,7 +83,7 @@ async def test_the_stream_through_the_openai_parser(url: str) -> None:
     sources = finishing[0].model_extra["ragmesh"]["sources"]
     assert [s["source_id"] for s in sources] == ["S1"]
     assert chunks[-1].usage is not None and chunks[-1].choices == []
-    assert len({c.id for c in chunks}) == 1
+    assert len({c.id for c in chunks}) == 1 and {c.object for c in chunks} == {"chat.completion.chunk"}
 
 
 async def test_a_corpus_model_searches_that_corpus_only(url: str, mesh: Mesh) -> None:

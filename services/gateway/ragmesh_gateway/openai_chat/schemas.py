@@ -134,9 +134,9 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
     ragmesh: RagmeshExtension
 
 
-class Delta(msgspec.Struct, kw_only=True, omit_defaults=True):
-    role: Literal["assistant"] | None = None
-    content: str | None = None
+class Delta(msgspec.Struct, kw_only=True):
+    role: Literal["assistant"] | msgspec.UnsetType = msgspec.UNSET
+    content: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class ChunkChoice(msgspec.Struct, kw_only=True):
@@ -146,16 +146,17 @@ class ChunkChoice(msgspec.Struct, kw_only=True):
     logprobs: None = None
 
 
-class ChatCompletionChunk(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One server-sent event of a streamed completion; the finishing chunk carries ``ragmesh``."""
+class ChatCompletionChunk(msgspec.Struct, kw_only=True):
+    """One server-sent event of a streamed completion; the finishing chunk carries ``ragmesh``,
+    the usage chunk (``stream_options.include_usage``) ``usage``."""
 
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
     model: str
     choices: list[ChunkChoice]
-    usage: Usage | None = None
-    ragmesh: RagmeshExtension | None = None
+    usage: Usage | msgspec.UnsetType = msgspec.UNSET
+    ragmesh: RagmeshExtension | msgspec.UnsetType = msgspec.UNSET
 
 
 class Model(msgspec.Struct, kw_only=True):
