@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup gen run test lock clean eval
+.PHONY: setup gen run test lock clean eval conformance-tools
 
 EDITABLE := $(VENV)/.editable-stamp
 
@@ -42,10 +42,20 @@ run: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Node 22 and the official MCP tools (conformance suite, Inspector) from the npm registry, pinned with
+# hashes in tests/conformance/npm/package-lock.json; installed once, then the tests run offline.
+# Without them those tests skip (CI=true: fail). .ci/run installs them.
+NPM_TOOLS := tests/conformance/npm
+$(NPM_TOOLS)/node_modules/.installed-stamp: $(NPM_TOOLS)/package-lock.json
+	npm ci --prefix $(NPM_TOOLS) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+conformance-tools: $(NPM_TOOLS)/node_modules/.installed-stamp
+
 # Recompile the lock files from requirements*.in (needs network to PyPI).
 lock: $(STAMP)
 	$(BIN)/uv pip compile -q requirements.in -o requirements.lock --generate-hashes --python-version 3.11
 	$(BIN)/uv pip compile -q requirements-nodeps.in -o requirements-nodeps.lock --no-deps --generate-hashes
 
 clean:
-	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache
+	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache $(NPM_TOOLS)/node_modules
