@@ -81,3 +81,30 @@ def test_one_trace_spans_every_service(mesh) -> None:
             pytest.fail("no gateway span carries the request id")
         time.sleep(0.5)
     assert wanted <= services, services
+
+
+async def test_an_index_version_has_one_name_everywhere(mesh) -> None:
+    """REST, MCP, the CLI and the metrics name the active index version alike (it used to be
+    rm__<corpus>__v… in search results and v… everywhere else)."""
+    import subprocess
+    import sys
+
+    from mcp import Client
+
+    search = httpx.post(f"{mesh.gateway_url}/api/rag/v1/search", json={"query": "queue depth", "top_k": 3},
+                        timeout=60).json()
+    (listed,) = httpx.get(f"{mesh.gateway_url}/api/rag/v1/corpora", timeout=30).json()["corpora"]
+    async with Client(f"{mesh.gateway_url}/mcp") as client:
+        found = (await client.call_tool("search_articles", {"query": "queue depth", "top_k": 3})).structured_content
+        corpora = (await client.call_tool("list_corpora", {})).structured_content["corpora"]
+    cli = subprocess.run([sys.executable, "-m", "ragmesh_cli.main", "corpora", "--url", mesh.gateway_url],
+                         capture_output=True, text=True, timeout=60)
+    metrics = httpx.get(f"http://127.0.0.1:{mesh.ports.metrics_port('retrieval')}/metrics", timeout=30).text
+
+    version = listed["active_index_version"]
+    assert version.startswith("v") and "__" not in version
+    assert search["index_version"] == found["index_version"] == version
+    assert {r["index_version"] for r in search["results"] + found["results"]} == {version}
+    assert corpora[0]["active_index_version"] == version
+    assert json.loads(cli.stdout)["corpora"][0]["active_index_version"] == version
+    assert f'index_version="{version}"' in metrics
