@@ -35,6 +35,9 @@ from mcp.shared.exceptions import MCPError
 _STATUS_CODES = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 421: "MISDIRECTED_REQUEST", 429: "RATE_LIMITED"}
 _GENERIC = "Server returned an error response"  # what the SDK says when a body was no JSON-RPC error
 FIRST_RETRY_S, MAX_RETRY_S = 0.25, 5.0
+# Refused (no or a bad token): retrying soon changes nothing; a tool call still retries at once.
+REFUSED_RETRY_S = 60.0
+_REFUSED = -32010  # the gateway's JSON-RPC code for an HTTP-level refusal
 
 
 def published_catalog() -> dict[str, Any]:
@@ -104,8 +107,9 @@ class Upstream:
                 self._broken.clear()
             if self._client is not None:
                 await self._set(None, self._failure)
+            wait = REFUSED_RETRY_S if _refused(self._failure) else delay
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), delay)  # a call asking wakes it early
+                await asyncio.wait_for(self._kick.wait(), wait)  # a call asking wakes it early
             self._kick.clear()
             delay = min(delay * 2, MAX_RETRY_S)
 
@@ -156,6 +160,13 @@ class Upstream:
         except Exception:
             self._broken.set()  # the transport failed: reconnect before the next call
             raise
+
+
+def _refused(exc: BaseException | None) -> bool:
+    while exc is not None and getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[union-attr]
+    return (isinstance(exc, MCPError) and exc.error.code == _REFUSED) or (
+        isinstance(exc, GatewayRefused) and exc.status in (401, 403))
 
 
 def describe_failure(exc: BaseException, endpoint: str) -> str:

@@ -91,20 +91,23 @@ async def test_an_index_version_has_one_name_everywhere(mesh) -> None:
 
     from mcp import Client
 
-    search = httpx.post(f"{mesh.gateway_url}/api/rag/v1/search", json={"query": "queue depth", "top_k": 3},
-                        timeout=60).json()
-    (listed,) = httpx.get(f"{mesh.gateway_url}/api/rag/v1/corpora", timeout=30).json()["corpora"]
+    corpus = "quokka@1.0"  # the session mesh's corpus (other tests may add more)
+    query = {"query": "queue depth", "top_k": 3, "filters": {"corpus": corpus}}
+    search = httpx.post(f"{mesh.gateway_url}/api/rag/v1/search", json=query, timeout=60).json()
+    listed = httpx.get(f"{mesh.gateway_url}/api/rag/v1/corpora", timeout=30).json()["corpora"]
     async with Client(f"{mesh.gateway_url}/mcp") as client:
-        found = (await client.call_tool("search_articles", {"query": "queue depth", "top_k": 3})).structured_content
+        found = (await client.call_tool("search_articles", query)).structured_content
         corpora = (await client.call_tool("list_corpora", {})).structured_content["corpora"]
     cli = subprocess.run([sys.executable, "-m", "ragmesh_cli.main", "corpora", "--url", mesh.gateway_url],
                          capture_output=True, text=True, timeout=60)
     metrics = httpx.get(f"http://127.0.0.1:{mesh.ports.metrics_port('retrieval')}/metrics", timeout=30).text
 
-    version = listed["active_index_version"]
+    def active(listing: list[dict]) -> str:
+        return next(c["active_index_version"] for c in listing if c["corpus"] == corpus)
+
+    version = active(listed)
     assert version.startswith("v") and "__" not in version
     assert search["index_version"] == found["index_version"] == version
     assert {r["index_version"] for r in search["results"] + found["results"]} == {version}
-    assert corpora[0]["active_index_version"] == version
-    assert json.loads(cli.stdout)["corpora"][0]["active_index_version"] == version
+    assert active(corpora) == version and active(json.loads(cli.stdout)["corpora"]) == version
     assert f'index_version="{version}"' in metrics

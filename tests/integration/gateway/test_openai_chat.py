@@ -7,6 +7,8 @@ limits. The text keeps its [S1] markers; the sources ride in the `ragmesh` exten
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import openai
 import pytest
@@ -166,11 +168,13 @@ async def test_a_generator_failure_is_an_openai_error(mesh: Mesh, generation) ->
     ],
 )
 async def test_requests_the_model_cannot_honour_are_400s_with_the_param(
-    url: str, options: dict, param: str, code: str
+    url: str, options: dict, param: str, code: str, caplog
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     arguments = {"model": "ragmesh", "messages": QUESTION, **options}
     with pytest.raises(openai.BadRequestError) as refused:
         await client_for(url).chat.completions.create(**arguments)
+    assert not [r for r in caplog.records if r.exc_info], "bad input left a traceback in the log"
     error = refused.value.body
     assert refused.value.status_code == 400
     assert error["param"] == param and error["code"] == code and error["type"] == "invalid_request_error"
