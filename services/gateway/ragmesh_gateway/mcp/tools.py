@@ -25,7 +25,8 @@ SKILL_PATH = ".agents/skills/ragmesh/SKILL.md"
 INSTRUCTIONS = (
     "ragmesh answers from indexed documentation. Search before answering any question about those "
     "documents; use search_articles to find passages, get_article_chunks to read more of a result, "
-    "answer_from_articles for a cited answer, list_corpora to see what is indexed. When no result "
+    "answer_from_articles for a cited answer, list_corpora to see what is indexed; the resources "
+    "ragmesh://files/{corpus}/{source_path}?lines=START-END hold the original lines. When no result "
     "supports an answer, say the documents do not answer it." + UNTRUSTED
     + f" Full guidance: the ragmesh agent skill ({SKILL_PATH})."
 )
