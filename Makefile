@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup gen run test compose-test wheelhouse lock clean eval
+.PHONY: setup gen run test compose-test wheelhouse lock clean eval conformance-tools
 
 EDITABLE := $(VENV)/.editable-stamp
 
@@ -52,6 +52,16 @@ compose-test: setup
 wheelhouse: setup
 	deploy/requirements/download-wheels
 
+# Node 22 and the official MCP tools (conformance suite, Inspector) from the npm registry, pinned with
+# hashes in tests/conformance/npm/package-lock.json; installed once, then the tests run offline.
+# Without them those tests skip (CI=true: fail). .ci/run installs them.
+NPM_TOOLS := tests/conformance/npm
+$(NPM_TOOLS)/node_modules/.installed-stamp: $(NPM_TOOLS)/package-lock.json
+	npm ci --prefix $(NPM_TOOLS) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+conformance-tools: $(NPM_TOOLS)/node_modules/.installed-stamp
+
 # Recompile the lock files from requirements*.in (needs network to PyPI). Each image's lock
 # (deploy/requirements/<image>.lock) takes its versions from requirements.lock.
 lock: $(STAMP)
@@ -62,4 +72,4 @@ lock: $(STAMP)
 	done
 
 clean:
-	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache
+	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache $(NPM_TOOLS)/node_modules

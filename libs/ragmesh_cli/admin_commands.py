@@ -48,11 +48,11 @@ def cmd_admin(args) -> int:
 
 
 def cmd_mcp(args) -> int:
-    from ragmesh_cli.mcp_bridge import GatewayMcp, err, serve_stdio
+    from ragmesh_cli.mcp_bridge import Upstream, err, serve_stdio
 
     url = args.url or os.environ.get("RAGMESH_URL") or DEFAULT_URL
     token = args.token or os.environ.get("RAGMESH_TOKEN", "")
-    gateway = GatewayMcp(url, token=token, timeout_s=args.timeout)
-    err(f"forwarding to {gateway.endpoint}")
-    asyncio.run(serve_stdio(gateway, log=err))
+    upstream = Upstream(url, token=token, timeout_s=args.timeout, log=err)
+    err(f"forwarding to {upstream.endpoint}")
+    asyncio.run(serve_stdio(upstream))
     return 0

@@ -31,6 +31,7 @@ class ErrorCode(enum.StrEnum):
     NOT_FOUND = "NOT_FOUND"
     ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND"
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    MISDIRECTED_REQUEST = "MISDIRECTED_REQUEST"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     # A corpus root outside the folders the indexer may read (RAGMESH_CORPUS_ROOTS).
@@ -67,6 +68,7 @@ _STATUS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.NOT_FOUND: (404, "NOT_FOUND"),
     ErrorCode.ROUTE_NOT_FOUND: (404, "NOT_FOUND"),
     ErrorCode.METHOD_NOT_ALLOWED: (405, "UNIMPLEMENTED"),
+    ErrorCode.MISDIRECTED_REQUEST: (421, "INVALID_ARGUMENT"),  # a Host name this server does not serve
     ErrorCode.UNAUTHENTICATED: (401, "UNAUTHENTICATED"),
     ErrorCode.PERMISSION_DENIED: (403, "PERMISSION_DENIED"),
     ErrorCode.ROOT_NOT_ALLOWED: (403, "PERMISSION_DENIED"),

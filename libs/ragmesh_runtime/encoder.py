@@ -7,14 +7,27 @@ which keeps ONNX Runtime's own thread pool the only parallelism and the event lo
 from __future__ import annotations
 
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime.lru import LruCache
 from ragmesh_runtime.pooling import l2_normalize, mean_pool
 from ragmesh_runtime.text_features import TextFeatureCache
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """TEI's SimpleToken: special tokens have no offsets into the text."""
+
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
 
 
 class MiniLmEncoder:
@@ -75,6 +88,25 @@ class MiniLmEncoder:
         """WordPiece ids of each text, without [CLS]/[SEP] and without truncation."""
         return self.token_cache.fetch(texts, lambda missing: [
             e.ids for e in self._tokenizer.encode_batch(missing, add_special_tokens=False)])
+
+    def tokens(self, text: str, add_special_tokens: bool = True) -> list[Token]:
+        encoding = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return [
+            Token(i, token, True, None, None) if special else Token(i, text[start:stop], False, start, stop)
+            for i, token, (start, stop), special in zip(
+                encoding.ids, encoding.tokens, encoding.offsets, encoding.special_tokens_mask)
+        ]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def check_ids(self, ids: Sequence[int], index: int) -> None:
+        """Refuse ids this vocabulary does not have (TEI: a Tokenizer error, 422)."""
+        size = self._tokenizer.get_vocab_size()
+        bad = next((i for i in ids if not 0 <= i < size), None)
+        if bad is not None:
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"inputs[{index}] holds token id {bad}, outside the "
+                               f"vocabulary (0..{size - 1})", {"error_type": "Tokenizer"})
 
     def sequence(self, content_ids: Sequence[int], max_tokens: int | None = None) -> list[int]:
         """[CLS] + ids + [SEP], the ids cut so that the whole sequence fits ``max_tokens``."""

@@ -79,7 +79,7 @@ class MiniLmWindowScorer(RelevanceScorer):
             if len(windows) > self._max_windows:
                 if not truncate:
                     raise RagmeshError(
-                        ErrorCode.BODY_TOO_LARGE,
+                        ErrorCode.QUERY_TOO_LONG,
                         f"texts[{index}] needs {len(windows)} windows of {self._window} tokens; "
                         f"at most {self._max_windows} are scored (set truncate=true to score only those)",
                     )

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import time
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
@@ -22,12 +23,24 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import query_hash
 from ragmesh_runtime.generator.extractive import ExtractiveAnswer, ExtractiveAnswerer
 from ragmesh_runtime.generator.prompt_protocol import ChatTurn, parse_evidence_prompt
+from ragmesh_runtime.encoder import Token
 from ragmesh_runtime.models import LoadedModels
+from ragmesh_runtime.pooling import l2_normalize
 from ragmesh_runtime.relevance import RelevanceScorer, build_scorer
 from ragmesh_runtime.settings import RuntimeSettings
 
 log = logging.getLogger("ragmesh_runtime")
 T = TypeVar("T")
+
+
+# One model input: a text, or token ids with their special tokens (TEI's InputType).
+EmbedInput = str | list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Embeddings:
+    vectors: np.ndarray
+    tokens: int  # model input tokens, specials included (what TEI reports as prompt_tokens)
 
 
 class InferenceExecutor:
@@ -62,35 +75,79 @@ class RuntimeService:
 
     # -- embeddings -------------------------------------------------------------------------
     async def embed(
-        self, texts: Sequence[str], normalize: bool, truncate: bool | None, truncate_left: bool = False
-    ) -> np.ndarray:
-        self._check_texts(texts, "inputs")
+        self,
+        inputs: Sequence[EmbedInput],
+        normalize: bool,
+        truncate: bool | None,
+        truncate_left: bool = False,
+        dimensions: int | None = None,
+    ) -> Embeddings:
+        """Vectors of texts or token-id sequences, as TEI computes them: ``dimensions`` keeps the
+        first components (then normalizes when asked); token ids are the model input as given."""
+        self._check_inputs(inputs)
+        if dimensions is not None and not 1 <= dimensions <= self.models.encoder.dimension:
+            reason = "positive" if dimensions < 1 else "smaller than the maximum embedding dimension"
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"`dimensions` should be {reason}.")
         truncate = self._truncate(truncate)
         with self._admitted():
-            return await self.executor.run(self._embed_now, list(texts), normalize, truncate, truncate_left)
+            return await self.executor.run(
+                self._embed_now, list(inputs), normalize, truncate, truncate_left, dimensions)
 
     def _embed_now(
-        self, texts: list[str], normalize: bool, truncate: bool, truncate_left: bool
-    ) -> np.ndarray:
+        self, inputs: list[EmbedInput], normalize: bool, truncate: bool, truncate_left: bool,
+        dimensions: int | None,
+    ) -> Embeddings:
         encoder = self.models.encoder
         limit = encoder.max_input_tokens
+        texts = [i for i in inputs if isinstance(i, str)]
+        text_ids = iter(encoder.token_ids(texts))
         sequences = []
-        for index, ids in enumerate(encoder.token_ids(texts)):
-            if len(ids) + 2 > limit:
-                if not truncate:
-                    raise RagmeshError(
-                        ErrorCode.QUERY_TOO_LONG,
-                        f"inputs[{index}] must have at most {limit} tokens; given {len(ids) + 2} "
-                        "(set truncate=true to cut it)",
-                    )
-                if truncate_left:
-                    ids = ids[len(ids) - (limit - 2) :]
-            sequences.append(encoder.sequence(ids))
-        vectors = encoder.embed_sequences(sequences, normalize=normalize)
+        for index, item in enumerate(inputs):
+            if isinstance(item, str):  # [CLS] + the text's ids + [SEP]
+                ids = next(text_ids)
+                sequence = encoder.sequence(self._fitted(ids, limit - 2, len(ids) + 2, limit, truncate, truncate_left, index))
+            else:  # ids are the model input as given, special tokens included (as in TEI)
+                encoder.check_ids(item, index)
+                sequence = list(self._fitted(item, limit, len(item), limit, truncate, truncate_left, index))
+            sequences.append(sequence)
+        vectors = encoder.embed_sequences(sequences, normalize=normalize and dimensions is None)
+        if dimensions is not None:
+            vectors = vectors[:, :dimensions]
+            vectors = l2_normalize(vectors) if normalize else vectors
         # A text embedded now (a chunk, at index time) is reranked later: read it for the reranker
         # too while it is at hand (WordPiece ids are already cached by token_ids above).
         self.scorer.prepare(texts)
-        return vectors
+        return Embeddings(vectors=vectors, tokens=sum(len(s) for s in sequences))
+
+    @staticmethod
+    def _fitted(
+        ids: Sequence[int], room: int, given: int, limit: int, truncate: bool, truncate_left: bool, index: int
+    ) -> Sequence[int]:
+        """``ids`` cut to ``room`` when truncating, else refused when they do not fit."""
+        if len(ids) <= room:
+            return ids
+        if not truncate:
+            raise RagmeshError(
+                ErrorCode.QUERY_TOO_LONG,
+                f"inputs[{index}] must have at most {limit} tokens; given {given} (set truncate=true to cut it)",
+            )
+        return ids[len(ids) - room:] if truncate_left else ids[:room]
+
+    # -- tokenizer --------------------------------------------------------------------------
+    async def tokenize(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[Token]]:
+        self._check_texts(texts, "inputs")
+        return [self.models.encoder.tokens(text, add_special_tokens) for text in texts]
+
+    async def decode(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
+        if not sequences or any(not ids for ids in sequences):
+            raise RagmeshError(ErrorCode.QUERY_EMPTY, "`input_ids` cannot be empty")
+        if len(sequences) > self.settings.embedding.max_client_batch_size:
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"batch size {len(sequences)} > maximum allowed "
+                               f"batch size {self.settings.embedding.max_client_batch_size}")
+        encoder = self.models.encoder
+        for index, ids in enumerate(sequences):
+            encoder.check_ids(ids, index)
+        return [encoder.decode(ids, skip_special_tokens) for ids in sequences]
 
     # -- rerank -----------------------------------------------------------------------------
     async def rerank(self, query: str, texts: Sequence[str], truncate: bool | None) -> np.ndarray:
@@ -137,20 +194,30 @@ class RuntimeService:
     def _truncate(self, requested: bool | None) -> bool:
         return self.settings.embedding.auto_truncate if requested is None else requested
 
-    def _check_texts(self, texts: Sequence[str], field: str, max_count: int | None = None) -> None:
+    def _check_inputs(self, inputs: Sequence[EmbedInput]) -> None:
+        """TEI's order: an empty batch or an empty input is Empty (400), then the limits."""
+        if not inputs or any(len(item) == 0 for item in inputs):
+            raise RagmeshError(ErrorCode.QUERY_EMPTY, "`inputs` cannot be empty")
+        self._check_texts([i for i in inputs if isinstance(i, str)], "inputs", count=len(inputs))
+
+    def _check_texts(
+        self, texts: Sequence[str], field: str, max_count: int | None = None, count: int | None = None
+    ) -> None:
         limits = self.settings.embedding
         max_count = max_count or limits.max_client_batch_size
-        if not texts:
+        count = len(texts) if count is None else count
+        if not count:
             raise RagmeshError(ErrorCode.QUERY_EMPTY, f"`{field}` cannot be empty")
-        if len(texts) > max_count:
+        if count > max_count:
+            # TEI's router answers these Validation 422 (its OpenAPI document says 413 for them).
             raise RagmeshError(
-                ErrorCode.BODY_TOO_LARGE,
-                f"batch size {len(texts)} > maximum allowed batch size {max_count}",
+                ErrorCode.INVALID_ARGUMENT,
+                f"batch size {count} > maximum allowed batch size {max_count}",
             )
         for index, text in enumerate(texts):
             if len(text) > limits.max_input_chars:
                 raise RagmeshError(
-                    ErrorCode.BODY_TOO_LARGE,
+                    ErrorCode.INVALID_ARGUMENT,
                     f"{field}[{index}] has {len(text)} characters; at most {limits.max_input_chars}",
                 )
 

@@ -10,7 +10,8 @@ import pytest
 
 from ragmesh_cli import main as cli
 from ragmesh_gateway.deps import GatewayServices, build_deps
-from ragmesh_gateway.mcp.server import INSTRUCTIONS, SKILL_PATH, build_mcp_server
+from ragmesh_gateway.mcp.server import build_mcp_server
+from ragmesh_gateway.mcp.tools import INSTRUCTIONS, SKILL_PATH
 from ragmesh_gateway.search.schemas import SearchHit
 from ragmesh_gateway.settings import GatewaySettings
 

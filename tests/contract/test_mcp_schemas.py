@@ -115,3 +115,14 @@ def test_nested_references_resolve_inside_each_schema(listed_tools) -> None:
         for schema in (tool.input_schema, tool.output_schema):
             for ref in refs(schema):
                 assert ref.startswith("#/$defs/") and ref.rsplit("/", 1)[-1] in schema["$defs"]
+
+
+def test_the_stdio_bridge_ships_exactly_what_the_gateway_publishes() -> None:
+    """`ragmesh mcp` lists tools from libs/ragmesh_cli/mcp_catalog.json until the gateway is up."""
+    from pathlib import Path
+
+    from ragmesh_gateway.mcp.catalog import render
+
+    shipped = Path(__file__).resolve().parents[2] / "libs" / "ragmesh_cli" / "mcp_catalog.json"
+    assert shipped.read_text(encoding="utf-8") == render(), (
+        "stale: run `.venv/bin/python -m ragmesh_gateway.mcp.catalog > libs/ragmesh_cli/mcp_catalog.json`")

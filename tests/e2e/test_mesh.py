@@ -81,3 +81,33 @@ def test_one_trace_spans_every_service(mesh) -> None:
             pytest.fail("no gateway span carries the request id")
         time.sleep(0.5)
     assert wanted <= services, services
+
+
+async def test_an_index_version_has_one_name_everywhere(mesh) -> None:
+    """REST, MCP, the CLI and the metrics name the active index version alike (it used to be
+    rm__<corpus>__v… in search results and v… everywhere else)."""
+    import subprocess
+    import sys
+
+    from mcp import Client
+
+    corpus = "quokka@1.0"  # the session mesh's corpus (other tests may add more)
+    query = {"query": "queue depth", "top_k": 3, "filters": {"corpus": corpus}}
+    search = httpx.post(f"{mesh.gateway_url}/api/rag/v1/search", json=query, timeout=60).json()
+    listed = httpx.get(f"{mesh.gateway_url}/api/rag/v1/corpora", timeout=30).json()["corpora"]
+    async with Client(f"{mesh.gateway_url}/mcp") as client:
+        found = (await client.call_tool("search_articles", query)).structured_content
+        corpora = (await client.call_tool("list_corpora", {})).structured_content["corpora"]
+    cli = subprocess.run([sys.executable, "-m", "ragmesh_cli.main", "corpora", "--url", mesh.gateway_url],
+                         capture_output=True, text=True, timeout=60)
+    metrics = httpx.get(f"http://127.0.0.1:{mesh.ports.metrics_port('retrieval')}/metrics", timeout=30).text
+
+    def active(listing: list[dict]) -> str:
+        return next(c["active_index_version"] for c in listing if c["corpus"] == corpus)
+
+    version = active(listed)
+    assert version.startswith("v") and "__" not in version
+    assert search["index_version"] == found["index_version"] == version
+    assert {r["index_version"] for r in search["results"] + found["results"]} == {version}
+    assert active(corpora) == version and active(json.loads(cli.stdout)["corpora"]) == version
+    assert f'index_version="{version}"' in metrics

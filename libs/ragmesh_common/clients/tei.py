@@ -87,7 +87,7 @@ class TeiClient:
 
     @staticmethod
     def _decode(resp: httpx.Response) -> Any:
-        if resp.status_code == 413 or resp.status_code == 422:
+        if resp.status_code in (400, 413, 422):  # TEI's Empty, body size, Validation and Tokenizer
             raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"model runtime rejected the input ({resp.status_code})")
         if resp.status_code >= 400:
             raise RagmeshError(ErrorCode.RUNTIME_ERROR, f"model runtime answered {resp.status_code}")

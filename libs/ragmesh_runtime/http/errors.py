@@ -1,8 +1,10 @@
 """Every failure leaves as JSON in the shape the real server would send, never as a stack trace.
 
-TEI routes answer ``{"error": ..., "error_type": ...}`` with TEI's status per error type
-(Empty 400, Validation 413, Tokenizer 422, Overloaded 429, Backend 424, Unhealthy 503);
-/v1 routes answer vLLM's OpenAI-style ``{"error": {"message", "type", "param", "code"}}``.
+TEI routes answer ``{"error": ..., "error_type": ...}`` with the status TEI's router gives each
+error type (Empty 400, Validation and Tokenizer 422, Overloaded 429, Backend 424, Unhealthy 503;
+a body over the size limit 413, a body that is not JSON 400, as axum answers them); TEI's
+``/v1/embeddings`` answers its OpenAI-compatible ``{"message", "code", "type"}``; the other /v1
+routes answer vLLM's OpenAI-style ``{"error": {"message", "type", "param", "code"}}``.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 log = logging.getLogger("ragmesh_runtime")
 
 OPENAI_PREFIX = "/v1"
+TEI_OPENAI_EMBEDDINGS = "/v1/embeddings"
 
 # ErrorCode -> (HTTP status, TEI error_type). TEI serialises its ErrorType variants as written.
 _TEI: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.QUERY_EMPTY: (400, "Empty"),
-    ErrorCode.QUERY_TOO_LONG: (413, "Validation"),
+    ErrorCode.QUERY_TOO_LONG: (422, "Validation"),
     ErrorCode.BODY_TOO_LARGE: (413, "Validation"),
-    ErrorCode.MALFORMED_BODY: (422, "Validation"),
+    ErrorCode.MALFORMED_BODY: (400, "Validation"),
     ErrorCode.INVALID_ARGUMENT: (422, "Validation"),
     ErrorCode.UNKNOWN_FIELD: (422, "Validation"),
     ErrorCode.RATE_LIMITED: (429, "Overloaded"),
@@ -53,8 +56,20 @@ _HTTP_CODES = {
 
 
 def tei_error(error: RagmeshError) -> Response[bytes]:
-    status, error_type = _TEI.get(error.code, (424, "Backend"))
+    status, error_type = _tei_status(error)
     return _json(status, {"error": error.message, "error_type": error_type})
+
+
+def tei_openai_error(error: RagmeshError) -> Response[bytes]:
+    """TEI's OpenAICompatErrorResponse. Its router writes the type as "type", its OpenAPI document
+    as "error_type": both are sent, so clients of either find it."""
+    status, error_type = _tei_status(error)
+    return _json(status, {"message": error.message, "code": status, "type": error_type, "error_type": error_type})
+
+
+def _tei_status(error: RagmeshError) -> tuple[int, str]:
+    status, error_type = _TEI.get(error.code, (424, "Backend"))
+    return status, str(error.details.get("error_type", error_type))
 
 
 def openai_error(error: RagmeshError) -> Response[bytes]:
@@ -76,6 +91,8 @@ def handle_exception(request: Request, exc: Exception) -> Response[bytes]:
         # A bug, not bad input: log it with its traceback here, tell the client nothing inside.
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         error = RagmeshError(ErrorCode.RUNTIME_ERROR, "Inference failed")
+    if request.url.path == TEI_OPENAI_EMBEDDINGS:
+        return tei_openai_error(error)
     if request.url.path.startswith(OPENAI_PREFIX):
         return openai_error(error)
     return tei_error(error)

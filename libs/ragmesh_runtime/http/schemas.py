@@ -2,15 +2,19 @@
 
 Unknown fields are ignored, as TEI and vLLM do: OpenAI clients send sampling options
 (temperature, top_p, ...) that an extractive answerer has no use for.
+
+TEI's ``Input`` is a text, a list of token ids, or a batch of either; msgspec takes one array type
+per union, so the list forms are decoded as ``list[Any]`` and sorted out by :func:`embed_inputs`.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_runtime.service import EmbedInput
 
 S = TypeVar("S")
 
@@ -18,11 +22,33 @@ TruncationDirection = Literal["right", "left", "Right", "Left"]
 
 
 class EmbedRequest(msgspec.Struct):
-    inputs: str | list[str]
+    inputs: str | list[Any]
     normalize: bool = True
     truncate: bool | None = None
     truncation_direction: TruncationDirection = "right"
     prompt_name: str | None = None
+    dimensions: int | None = None
+
+
+class OpenAiEmbeddingsRequest(msgspec.Struct):
+    """TEI's OpenAI-compatible ``/v1/embeddings`` body (``model`` and ``user`` are ignored, as TEI does)."""
+
+    input: str | list[Any]
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+
+class TokenizeRequest(msgspec.Struct):
+    inputs: str | list[str]
+    add_special_tokens: bool = True
+    prompt_name: str | None = None
+
+
+class DecodeRequest(msgspec.Struct):
+    ids: list[Any]
+    skip_special_tokens: bool = True
 
 
 class RerankRequest(msgspec.Struct):
@@ -56,6 +82,32 @@ class ChatCompletionRequest(msgspec.Struct):
     max_completion_tokens: int | None = None
     n: int = 1
     stream_options: StreamOptions | None = None
+
+
+def _is_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+
+
+def embed_inputs(inputs: str | list[Any]) -> list[EmbedInput]:
+    """TEI's ``Input``: a text or token ids (one input), or a list of those (a batch)."""
+    if isinstance(inputs, str) or (inputs and _is_ids(inputs)):
+        return [inputs]
+    batch: list[EmbedInput] = []
+    for index, item in enumerate(inputs):
+        if not isinstance(item, str) and not _is_ids(item):
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT,
+                               f"inputs[{index}] must be a string or a list of token ids")
+        batch.append(item)
+    return batch
+
+
+def id_lists(ids: list[Any]) -> list[list[int]]:
+    """TEI's ``InputIds``: one list of ids or a list of them."""
+    if _is_ids(ids) and ids:
+        return [ids]
+    if all(_is_ids(item) for item in ids):
+        return ids
+    raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "ids must be a list of token ids or a list of such lists")
 
 
 def decode_body(body: bytes, schema: type[S]) -> S:

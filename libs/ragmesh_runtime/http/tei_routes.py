@@ -1,10 +1,15 @@
-"""Hugging Face TEI's HTTP API: /embed, /rerank, /info, /health.
+"""Hugging Face TEI's HTTP API: /embed, /v1/embeddings, /rerank, /tokenize, /decode, /info, /health.
 
-The wire format follows TEI's OpenAPI document, so a real TEI container can replace this process
-by configuration alone. /info adds a "ragmesh" object that says plainly what is computed here.
+The wire format follows TEI's OpenAPI document (vendored, with its version, in tests/conformance/tei)
+and, where the document and TEI's router disagree, the router: a real TEI container can replace this
+process by configuration alone. /info adds a "ragmesh" object that says plainly what is computed here,
+and which of TEI's routes this runtime does not offer (they answer 424, as TEI does for a model that
+cannot serve them).
 """
 
 from __future__ import annotations
+
+import base64
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
@@ -13,11 +18,27 @@ from litestar.di import Provide
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime import __version__
-from ragmesh_runtime.http.schemas import EmbedRequest, RerankRequest, decode_body
+from ragmesh_runtime.http.schemas import (
+    DecodeRequest,
+    EmbedRequest,
+    OpenAiEmbeddingsRequest,
+    RerankRequest,
+    TokenizeRequest,
+    decode_body,
+    embed_inputs,
+    id_lists,
+)
 from ragmesh_runtime.model_files import MINILM_ONNX
 from ragmesh_runtime.service import RuntimeService
 
 EMBEDDING_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+# TEI routes this runtime does not serve, and why (TEI itself answers 424 for a model that cannot).
+NOT_OFFERED = {
+    "/embed_sparse": "needs a SPLADE model; the embedding model here is dense (all-MiniLM-L6-v2)",
+    "/embed_all": "per-token embeddings are not exposed by this runtime",
+    "/predict": "needs a sequence-classification model; none is loaded",
+    "/similarity": "not implemented here: embed with /embed and compare the vectors",
+}
 
 
 def provide_service(state: State) -> RuntimeService:
@@ -38,11 +59,52 @@ class TeiController(Controller):
             raise RagmeshError(
                 ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts"
             )
-        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
-        vectors = await service.embed(
-            texts, body.normalize, body.truncate, truncate_left=body.truncation_direction.lower() == "left"
+        embedded = await service.embed(
+            embed_inputs(body.inputs), body.normalize, body.truncate,
+            truncate_left=body.truncation_direction.lower() == "left", dimensions=body.dimensions,
         )
-        return _json(vectors.tolist())
+        return _json(embedded.vectors.tolist())
+
+    @post("/v1/embeddings", status_code=200)
+    async def openai_embeddings(self, request: Request, service: RuntimeService) -> Response[bytes]:
+        """TEI's OpenAI-compatible route: always normalized, truncated as /embed's default."""
+        body = decode_body(await request.body(), OpenAiEmbeddingsRequest)
+        embedded = await service.embed(embed_inputs(body.input), True, None, dimensions=body.dimensions)
+        if body.encoding_format == "base64":
+            # Little-endian float32 bytes, as TEI packs them.
+            vectors = [base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in embedded.vectors]
+        else:
+            vectors = embedded.vectors.tolist()
+        return _json({
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
+            "model": EMBEDDING_MODEL_ID,
+            "usage": {"prompt_tokens": embedded.tokens, "total_tokens": embedded.tokens},
+        })
+
+    @post("/tokenize", status_code=200)
+    async def tokenize(self, request: Request, service: RuntimeService) -> Response[bytes]:
+        body = decode_body(await request.body(), TokenizeRequest)
+        if body.prompt_name is not None:
+            raise RagmeshError(
+                ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts"
+            )
+        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        if any(not text for text in texts):
+            raise RagmeshError(ErrorCode.QUERY_EMPTY, "`inputs` cannot be empty")
+        tokenized = await service.tokenize(texts, body.add_special_tokens)
+        return _json([[_token(t) for t in tokens] for tokens in tokenized])
+
+    @post("/decode", status_code=200)
+    async def decode(self, request: Request, service: RuntimeService) -> Response[bytes]:
+        body = decode_body(await request.body(), DecodeRequest)
+        return _json(await service.decode(id_lists(body.ids), body.skip_special_tokens))
+
+    @post(list(NOT_OFFERED), status_code=200)
+    async def not_offered(self, request: Request) -> Response[bytes]:
+        path = request.url.path
+        raise RagmeshError(ErrorCode.RUNTIME_ERROR, f"{path} is not offered by the ragmesh CPU runtime: "
+                           f"{NOT_OFFERED[path]}")
 
     @post("/rerank", status_code=200)
     async def rerank(self, request: Request, service: RuntimeService) -> Response[bytes]:
@@ -69,6 +131,10 @@ class TeiController(Controller):
         return Response(content=b"", status_code=200, media_type="text/plain")
 
 
+def _token(token) -> dict[str, object]:
+    return {"id": token.id, "text": token.text, "special": token.special, "start": token.start, "stop": token.stop}
+
+
 def build_info(service: RuntimeService) -> dict[str, object]:
     settings = service.settings
     encoder = service.models.encoder
@@ -76,6 +142,7 @@ def build_info(service: RuntimeService) -> dict[str, object]:
     return {
         # TEI's fields, describing the embedding model this process serves.
         "model_id": EMBEDDING_MODEL_ID,
+        "served_model_name": EMBEDDING_MODEL_ID,
         "model_sha": MINILM_ONNX.sha256,
         "model_dtype": "int8",
         "model_type": {"embedding": {"pooling": "mean"}},
@@ -96,8 +163,13 @@ def build_info(service: RuntimeService) -> dict[str, object]:
                 "/embed": (
                     f"all-MiniLM-L6-v2 int8 ONNX, {encoder.dimension}-d, mean pooling over the attention "
                     f"mask, L2-normalised when normalize=true; inputs cut at {encoder.max_input_tokens} "
-                    "tokens when truncate=true"
+                    "tokens when truncate=true; token-id inputs are the model input as given; dimensions "
+                    "keeps the first components, then normalizes (the model is not Matryoshka-trained, "
+                    "so a cut vector is a rougher one)"
                 ),
+                "/v1/embeddings": "the /embed vectors in OpenAI's embeddings format (normalized, float or base64)",
+                "/tokenize": "the model's own WordPiece tokenizer, with character offsets",
+                "/decode": "the same tokenizer, ids back to text",
                 "/rerank": service.scorer.description,
                 "/v1/chat/completions": (
                     "extractive, not an LLM: copies the 1-"
@@ -109,6 +181,7 @@ def build_info(service: RuntimeService) -> dict[str, object]:
                     f"INSUFFICIENT_EVIDENCE when the best score is below {generator.min_score}"
                 ),
             },
+            "not_offered": NOT_OFFERED,
             "rerank_method": service.scorer.name,
             "rerank_max_texts": settings.rerank.max_texts,
             "embedding_cache": (

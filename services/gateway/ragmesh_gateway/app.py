@@ -28,11 +28,16 @@ from ragmesh_gateway.files.view_controller import SourceViewController
 from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.mcp.mount import McpMount
+from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
+from ragmesh_gateway.openai_chat.controllers import API_PREFIX as OPENAI_PREFIX
+from ragmesh_gateway.openai_chat.controllers import OpenAiController
+from ragmesh_gateway.openai_chat.presenters import error_body as openai_error_body
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
+from ragmesh_gateway.web.allowed_hosts import AllowedHosts
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
-from ragmesh_gateway.web.errors import error_response
+from ragmesh_gateway.web.errors import error_responder
 from ragmesh_gateway.web.openapi_contract import RequestContractPlugin, complete_document
 from ragmesh_gateway.web.request_context import RequestContextMiddleware
 
@@ -59,6 +64,7 @@ def openapi_config() -> OpenAPIConfig:
         tags=[
             Tag(name="search", description="Hybrid search and chunk reads"),
             Tag(name="chat", description="Grounded answers"),
+            Tag(name="openai", description="OpenAI-compatible chat completions over the grounded chat"),
             Tag(name="corpora", description="What is indexed"),
             Tag(name="files", description="Original documents"),
             Tag(name="internal", description="Index administration (admin callers)"),
@@ -102,6 +108,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         route_handlers=[
             SearchController,
             ChatController,
+            OpenAiController,
             FeedbackController,
             widget_router(),
             CorporaController,
@@ -109,11 +116,12 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
             SourceViewController,
             IndexAdminController,
             HealthController,
+            ProtectedResourceController,
             mcp.route_handler(),
         ],
         dependencies={"caller": Provide(provide_caller)},
         before_request=edge_checks,
-        exception_handlers={Exception: error_response},
+        exception_handlers={Exception: error_responder({f"{OPENAI_PREFIX}/": openai_error_body})},
         request_max_body_size=settings.max_body_bytes,
         cors_config=cors_config(settings),
         state=State({STATE_KEY: services}),
@@ -132,8 +140,9 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
         logging_config=None,
         debug=False,
     )
-    # Outermost, so that routing failures (404/405) and /mcp get a request id and metrics too.
-    app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    # Outermost, so that routing failures (404/405), refused hosts and /mcp get a request id and
+    # metrics too.
+    app.asgi_handler = RequestContextMiddleware(AllowedHosts(app.asgi_handler, settings.allowed_hosts))
     # Built once, here, and served from this object (Litestar caches it).
     complete_document(app.plugins.get(OpenAPIPlugin).provide_openapi())
     return app

@@ -39,6 +39,7 @@ from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.index_admin.ports import IndexAdmin
 from ragmesh_gateway.index_admin.service import IndexAdminService
+from ragmesh_gateway.openai_chat.service import OpenAiChatService
 from ragmesh_gateway.search.ports import Reranker, SearchBackend
 from ragmesh_gateway.search.service import SearchService, TextGuard
 from ragmesh_gateway.security.injection_guard import InjectionGuard
@@ -224,6 +225,7 @@ class GatewayServices:
     authenticator: Authenticator
     rate_limiter: RateLimiter
     feedback: FeedbackService
+    openai_chat: OpenAiChatService
 
     @classmethod
     def build(cls, settings: GatewaySettings, deps: GatewayDeps) -> GatewayServices:
@@ -234,20 +236,21 @@ class GatewayServices:
             candidates=settings.search_candidates,
             on_degraded=count_degraded,
         )
+        chat = ChatService(
+            search,
+            deps.generator,
+            deps.session_memory,
+            condenser=deps.condenser,
+            default_top_k=settings.chat_top_k,
+            max_tokens=settings.chat_max_tokens,
+            include_content=settings.chat_include_content,
+            model_hint=settings.llm_model,
+            on_degraded=count_degraded,
+        )
         return cls(
             settings=settings,
             search=search,
-            chat=ChatService(
-                search,
-                deps.generator,
-                deps.session_memory,
-                condenser=deps.condenser,
-                default_top_k=settings.chat_top_k,
-                max_tokens=settings.chat_max_tokens,
-                include_content=settings.chat_include_content,
-                model_hint=settings.llm_model,
-                on_degraded=count_degraded,
-            ),
+            chat=chat,
             corpora=CorpusService(deps.catalog),
             files=FileService(deps.corpus_roots, deps.indexed_sources),
             index_admin=IndexAdminService(deps.index_admin),
@@ -257,6 +260,7 @@ class GatewayServices:
             authenticator=deps.authenticator or AuthDisabled(deps.directory),
             rate_limiter=deps.rate_limiter,
             feedback=FeedbackService(deps.feedback_sink),
+            openai_chat=OpenAiChatService(chat, max_history_turns=settings.session_max_turns),
         )
 
 

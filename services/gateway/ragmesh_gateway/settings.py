@@ -52,6 +52,12 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     # corpus id -> folder holding its original files (served by GET /files/{corpus}/{path}).
     corpus_roots: dict[str, str] = msgspec.field(default_factory=dict)
     mcp_stateless: bool = True
+    # Largest file an MCP resource read returns whole (a line window of a bigger text file still works).
+    mcp_resource_max_bytes: int = 1024 * 1024
+    # OAuth 2.0 authorization servers whose tokens this gateway accepts (RFC 9728 metadata is served
+    # only when set) and the public base URL clients reach it at (default: from the Host header).
+    authorization_servers: list[str] = msgspec.field(default_factory=list)
+    public_url: str = ""
     # "disabled" (embedded default: one local operator) or "tokens" (API tokens + corpus grants).
     auth_mode: str = "disabled"
     allow_anonymous: bool = True
@@ -107,6 +113,9 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
             corpora=env_list("RAGMESH_CORPORA"),
             corpus_roots=parse_corpus_roots(env_list("RAGMESH_CORPUS_ROOTS")),
             mcp_stateless=env_bool("RAGMESH_MCP_STATELESS", True),
+            mcp_resource_max_bytes=env_int("RAGMESH_MCP_RESOURCE_MAX_BYTES", 1024 * 1024),
+            authorization_servers=env_list("RAGMESH_AUTHORIZATION_SERVERS"),
+            public_url=env_str("RAGMESH_PUBLIC_URL", "").rstrip("/"),
             auth_mode=_auth_mode(env_str("RAGMESH_AUTH_MODE", "disabled")),
             allow_anonymous=env_bool("RAGMESH_ALLOW_ANONYMOUS", True),
             postgres_url=env_str("RAGMESH_POSTGRES_URL", ""),

@@ -34,7 +34,7 @@ from ragmesh.v1 import (
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.rpc.server import GrpcServer
 
-from ragmesh_gateway.settings import GatewaySettings
+from ragmesh_gateway.settings import DEFAULT_ALLOWED_HOSTS, GatewaySettings
 
 CORPUS = "docs@1"
 
@@ -253,6 +253,8 @@ class Mesh:
             rerank_timeout_s=1.0,
             health_timeout_s=1.0,
             corpora=[CORPUS],
+            # Litestar's test client sends "Host: testserver.local"; every route checks the name.
+            allowed_hosts=[*DEFAULT_ALLOWED_HOSTS, "testserver.local"],
         )
         values.update(overrides)
         return GatewaySettings(**values)
@@ -321,9 +323,9 @@ def running_mesh() -> Iterator[Mesh]:
 
 
 @contextlib.asynccontextmanager
-async def serve(app: Litestar) -> AsyncIterator[str]:
-    """Run the app under a real uvicorn on a free loopback port; yields the base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
+async def serve(app: Litestar, *, port: int = 0) -> AsyncIterator[str]:
+    """Run the app under a real uvicorn on loopback (a free port unless given); yields the base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:

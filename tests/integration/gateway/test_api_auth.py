@@ -86,7 +86,8 @@ async def test_mcp_tools_check_the_same_tokens(mesh: Mesh, pg_url, schema, token
     assert missing.status_code == bad.status_code == 401
     assert missing.json()["code"] == bad.json()["code"] == "UNAUTHENTICATED"
     assert missing.headers["www-authenticate"] == 'Bearer realm="ragmesh"'
-    assert bad.headers["www-authenticate"] == 'Bearer realm="ragmesh", error="invalid_token"'
+    assert bad.headers["www-authenticate"] == (
+        'Bearer realm="ragmesh", error="invalid_token", error_description="missing, malformed, unknown or revoked token"')
 
 
 async def test_rate_limit_answers_429_with_retry_after(mesh: Mesh, pg_url, schema, tokens, redis_url) -> None:

@@ -32,7 +32,7 @@ async def test_batch_get_is_pinned_to_the_requested_version(mesh: Mesh) -> None:
     old = await mesh.directory.batch_get([v1.chunk_id], "v1", [ALPHA], include_content=True)
     assert [c.quote for c in old.chunks] == [v1.text]
     assert old.chunks[0].content == "Old section"
-    assert old.chunks[0].index_version == collection_name(ALPHA, "v1")
+    assert old.chunks[0].index_version == "v1"
     new = await mesh.directory.batch_get([v2.chunk_id], "v2", [ALPHA], include_content=False)
     assert [c.quote for c in new.chunks] == [v2.text]
     assert new.chunks[0].content == ""
@@ -135,3 +135,15 @@ async def test_catalog_ignores_aliases_without_ragmesh_metadata(mesh: Mesh) -> N
     mesh.catalog.invalidate()
     active = await mesh.catalog.active()
     assert list(active) == [ALPHA]
+
+
+async def test_an_index_version_has_one_name_in_search_reads_and_listings(mesh: Mesh) -> None:
+    """The name `ragmesh index promote --index-version` takes is the one every answer shows."""
+    _, v2, _ = await two_versions(mesh)
+    (listed,) = [c for c in await mesh.directory.list_corpora([ALPHA]) if c.corpus == ALPHA]
+    found = await mesh.search("retries page", [ALPHA])
+    read = await mesh.directory.batch_get([v2.chunk_id], "", [ALPHA], include_content=False)
+    assert listed.active_index_version == "v2"
+    assert found.index_versions == ["v2"]
+    assert {r.chunk.index_version for r in found.results} == {"v2"}
+    assert [c.index_version for c in read.chunks] == ["v2"]

@@ -52,11 +52,17 @@ class Conversations:
         self._max_question_chars = max_question_chars
         self._on_degraded = on_degraded
 
-    async def open(self, question: str, session_id: str | None, caller: Caller) -> Conversation:
+    async def open(
+        self, question: str, session_id: str | None, caller: Caller, history: list[Turn] | None = None
+    ) -> Conversation:
+        """``history`` given: the client keeps the conversation (OpenAI-style messages); nothing is
+        read from or stored in session memory."""
         owner = owner_key(caller.principal)
-        conversation = Conversation(session_id, owner, [], question, question)
+        conversation = Conversation(session_id, owner, list(history or []), question, question)
         try:
-            if session_id:
+            if history is not None:
+                conversation.session_id = None
+            elif session_id:
                 conversation.history = await self._memory.history(session_id, owner)
             else:
                 conversation.session_id = await self._memory.create(owner)
@@ -78,7 +84,7 @@ class Conversations:
         turns = [Turn("user", conversation.standalone)]
         # Citation markers name the sources of *that* answer; in a later prompt they would point at
         # whatever is S1 then, so the history keeps the words and the cited headings instead.
-        reply = _MARKERS.sub("", answer).strip()
+        reply = without_citation_markers(answer)
         if reply:
             turns.append(Turn("assistant", reply, tuple(dict.fromkeys(cited_headings))))
         try:
@@ -91,3 +97,8 @@ class Conversations:
             conversation.degraded.append(SESSION_MEMORY)
             self._on_degraded(SESSION_MEMORY)
         log.warning("session memory unavailable", extra={"fields": {"code": exc.code.value}})
+
+
+def without_citation_markers(text: str) -> str:
+    """An earlier answer for a later prompt: its [S1] markers named *that* answer's sources."""
+    return _MARKERS.sub("", text).strip()

@@ -49,7 +49,7 @@ def chat_meta(session: ChatSession, request_id: str) -> ChatMeta:
     )
 
 
-def _cited_security(cited: list[RankedSource]):
+def cited_security(cited: list[RankedSource]):
     """The summary of what the visitor is shown: findings in the sources sent with the answer,
     not in candidates that were retrieved but not cited."""
     summary = SecuritySummary.of(result for source in cited for result in source.guarded.results)
@@ -66,7 +66,7 @@ def event_payload(
     if isinstance(event, AnswerSources):
         return "sources", ChatSources(
             sources=[search_hit(s) for s in event.sources],
-            security=_cited_security(event.sources),
+            security=cited_security(event.sources),
             basis=event.basis,  # type: ignore[arg-type]
         )
     if isinstance(event, AnswerDone):
@@ -100,7 +100,7 @@ def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerRespon
         index_versions=versions,
         session_id=collected.session_id,
         sources=[search_hit(s) for s in collected.cited],
-        security=_cited_security(collected.cited),
+        security=cited_security(collected.cited),
         error=(
             ChatError(
                 code=failed.code,

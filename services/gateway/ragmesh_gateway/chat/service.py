@@ -39,6 +39,7 @@ from ragmesh_gateway.chat.ports import (
     SessionMemory,
     SourceRef,
     StandaloneQuestions,
+    Turn,
 )
 from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.service import RankedSource, SearchOutcome, SearchParams, SearchService
@@ -59,6 +60,8 @@ class ChatParams:
     filters: Filters = Filters()
     session_id: str | None = None
     max_tokens: int | None = None
+    # The conversation so far when the client keeps it (OpenAI messages); None: session memory.
+    history: tuple[Turn, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,8 @@ class ChatService:
         question = params.question.strip()
         if not question:
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "question is empty")
-        conversation = await self._conversations.open(question, params.session_id, caller)
+        history = list(params.history) if params.history is not None else None
+        conversation = await self._conversations.open(question, params.session_id, caller, history)
         try:
             outcome = await self._search.search(
                 SearchParams(

@@ -85,6 +85,10 @@ class FileService:
         self._roots = roots
         self._sources = sources
 
+    async def served_corpora(self, caller: Caller) -> list[str]:
+        """The corpora the caller may read whose files can be served (their root folder is known)."""
+        return [c for c in caller.readable_list() if await self._roots.root_of(c) is not None]
+
     async def locate(self, corpus: str, relative: str, caller: Caller) -> CorpusFile:
         if not caller.can_read(corpus):
             raise not_found()

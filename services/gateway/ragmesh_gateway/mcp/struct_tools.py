@@ -1,29 +1,29 @@
 """MCP tools whose input and output JSON Schemas come from the REST API's msgspec Structs.
 
-The SDK derives tool schemas from Python signatures through pydantic; ragmesh derives them from
-the same msgspec Structs that define the REST bodies instead, so the two contracts cannot drift
-(tests/contract/test_mcp_schemas.py checks it). Arguments are decoded with the REST rules too.
+ragmesh derives tool schemas from the same msgspec Structs that define the REST bodies, so the two
+contracts cannot drift (tests/contract/test_mcp_schemas.py checks it), and decodes arguments with
+the REST rules too. A refused call (bad arguments, a missing scope, a downstream failure) is a tool
+result with ``isError`` whose text starts with the REST code, so the model can read and correct it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+import mcp_types as types
 
 from ragmesh_common.errors import RagmeshError
 
+from ragmesh_gateway.access import Caller
 from ragmesh_gateway.web.body import convert_arguments
 
-Handler = Callable[[Any, Context], Awaitable[msgspec.Struct]]
+# (decoded arguments, the caller's lazy admission) -> the REST response Struct.
+Handler = Callable[[Any, "CallerSource"], Awaitable[msgspec.Struct]]
+CallerSource = Callable[[], Awaitable[Caller]]
 
 
 def struct_schema(type_: type[msgspec.Struct]) -> dict[str, Any]:
@@ -39,44 +39,37 @@ def struct_schema(type_: type[msgspec.Struct]) -> dict[str, Any]:
     return root
 
 
-class StructTool(Tool):
-    input_type: Any = Field(exclude=True)
-    output_type: Any = Field(exclude=True)
+def tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
-    @classmethod
-    def of(
-        cls,
-        handler: Handler,
-        *,
-        name: str,
-        title: str,
-        description: str,
-        input_type: type[msgspec.Struct],
-        output_type: type[msgspec.Struct],
-        read_only: bool = True,
-    ) -> StructTool:
-        return cls(
-            fn=handler,
-            name=name,
-            title=title,
-            description=description,
-            parameters=struct_schema(input_type),
-            fn_metadata=FuncMetadata(arg_model=ArgModelBase, output_schema=struct_schema(output_type)),
-            is_async=True,
-            annotations=ToolAnnotations(
-                title=title, read_only_hint=read_only, destructive_hint=False, open_world_hint=False
+
+@dataclass(frozen=True)
+class StructTool:
+    name: str
+    title: str
+    description: str
+    input_type: type[msgspec.Struct]
+    output_type: type[msgspec.Struct]
+    handler: Handler
+    read_only: bool = True
+
+    def definition(self) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=struct_schema(self.input_type),
+            output_schema=struct_schema(self.output_type),
+            annotations=types.ToolAnnotations(
+                title=self.title, read_only_hint=self.read_only, destructive_hint=False, open_world_hint=False
             ),
-            input_type=input_type,
-            output_type=output_type,
         )
 
-    async def run(self, arguments: dict[str, Any], context: Context, convert_result: bool = False) -> Any:
+    async def call(self, arguments: dict[str, Any], caller: CallerSource) -> types.CallToolResult:
         try:
-            params = convert_arguments(arguments, self.input_type)
-            result = await self.fn(params, context)
+            result = await self.handler(convert_arguments(arguments, self.input_type), caller)
         except RagmeshError as exc:
-            # Reported inside the result (is_error) so the model can read the code and correct itself.
-            raise ToolError(f"{exc.code.value}: {exc.message}") from exc
+            return tool_error(f"{exc.code.value}: {exc.message}")
         structured = msgspec.to_builtins(result)
         text = json.dumps(structured, ensure_ascii=False)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)

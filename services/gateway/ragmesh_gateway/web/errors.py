@@ -7,6 +7,7 @@ message; the stack trace goes to the server log only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -94,11 +95,17 @@ def as_ragmesh_error(exc: Exception) -> RagmeshError:
     return RagmeshError(ErrorCode.INTERNAL, "internal error")
 
 
-def www_authenticate(*, has_credentials: bool) -> str:
-    """RFC 6750: no token -> just the challenge; a token that failed -> ``error="invalid_token"``."""
+def www_authenticate(*, has_credentials: bool, description: str = "", resource_metadata: str = "") -> str:
+    """RFC 6750: no token -> just the challenge; a token that failed -> ``error="invalid_token"`` and
+    why. ``resource_metadata`` (RFC 9728) points OAuth-capable clients at the authorization server."""
+    challenge = 'Bearer realm="ragmesh"'
     if has_credentials:
-        return 'Bearer realm="ragmesh", error="invalid_token"'
-    return 'Bearer realm="ragmesh"'
+        challenge += ', error="invalid_token"'
+        if description:
+            challenge += f', error_description="{_quotable(description)}"'
+    if resource_metadata:
+        challenge += f', resource_metadata="{_quotable(resource_metadata)}"'
+    return challenge
 
 
 # A store or a downstream service that is down is usually back within seconds (a restart), so a
@@ -106,17 +113,22 @@ def www_authenticate(*, has_credentials: bool) -> str:
 UNAVAILABLE_RETRY_AFTER_S = 2
 
 
-def retry_after(error: RagmeshError) -> dict[str, str]:
+def _quotable(text: str) -> str:
+    """Printable ASCII without quote or backslash: safe inside a quoted header parameter."""
+    return "".join(ch for ch in text if 32 <= ord(ch) < 127 and ch not in {'"', "\\"})
+
+
+def retry_after(error: RagmeshError) -> str | None:
     if error.code is ErrorCode.RATE_LIMITED and "retry_after_s" in error.details:
-        return {"Retry-After": str(max(1, int(float(error.details["retry_after_s"]) + 0.999)))}
+        return str(max(1, int(float(error.details["retry_after_s"]) + 0.999)))
     if error.code in (ErrorCode.UNAVAILABLE, ErrorCode.NO_ACTIVE_INDEX):
-        return {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)}
-    return {}
+        return str(UNAVAILABLE_RETRY_AFTER_S)
+    return None
 
 
-def error_response(request: Request, exc: Exception) -> Response:
+def described(request: Request, exc: Exception) -> tuple[RagmeshError, dict[str, str]]:
+    """The error an exception stands for and the headers its answer needs; logs what deserves it."""
     error = as_ragmesh_error(exc)
-    request_id = request_id_of(request.scope)
     fields = {
         "code": error.code.value,
         "status": error.http_status,
@@ -130,23 +142,62 @@ def error_response(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPException) and exc.headers:
         headers.update(exc.headers)  # e.g. Allow on 405
     if error.code is ErrorCode.UNAUTHENTICATED:
-        headers["WWW-Authenticate"] = www_authenticate(has_credentials="authorization" in request.headers)
-    headers.update(retry_after(error))
+        headers["WWW-Authenticate"] = www_authenticate(
+            has_credentials="authorization" in request.headers, description=error.message)
+    if (seconds := retry_after(error)) is not None:
+        headers["Retry-After"] = seconds
+    return error, headers
+
+
+def error_response(request: Request, exc: Exception) -> Response:
+    error, headers = described(request, exc)
     return Response(
-        content=error.to_body(request_id),
+        content=error.to_body(request_id_of(request.scope)),
         status_code=error.http_status,
         headers=headers,
         media_type="application/json",
     )
 
 
-async def send_error(scope: Any, send: Any, error: RagmeshError, *, has_credentials: bool) -> None:
-    """The same error answer as :func:`error_response`, sent from plain ASGI code (the /mcp mount)."""
-    headers = [(b"content-type", b"application/json")]
+BodyShape = Callable[[RagmeshError, "str | None"], Any]
+
+
+def error_responder(shapes: dict[str, BodyShape]) -> Callable[[Request, Exception], Response]:
+    """The app's error handler: ragmesh's body, or another protocol's for the paths it owns (the
+    OpenAI-compatible /v1 routes), routing failures (404/405) included."""
+
+    def respond(request: Request, exc: Exception) -> Response:
+        path = request.scope.get("path", "")
+        shape = next((make for prefix, make in shapes.items() if path.startswith(prefix)), None)
+        if shape is None:
+            return error_response(request, exc)
+        error, headers = described(request, exc)
+        return Response(content=shape(error, request_id_of(request.scope)), status_code=error.http_status,
+                        headers=headers, media_type="application/json")
+
+    return respond
+
+
+async def send_error(
+    scope: Any,
+    send: Any,
+    error: RagmeshError,
+    *,
+    has_credentials: bool,
+    body: dict[str, Any] | None = None,
+    resource_metadata: str = "",
+    headers: dict[str, str] | None = None,
+) -> None:
+    """The same error answer as :func:`error_response`, sent from plain ASGI code (the /mcp mount,
+    the host check); ``body`` replaces the standard one (the /mcp edge adds a JSON-RPC error)."""
+    out = {"content-type": "application/json", **(headers or {})}
     if error.code is ErrorCode.UNAUTHENTICATED:
-        headers.append((b"www-authenticate", www_authenticate(has_credentials=has_credentials).encode()))
-    headers.extend((k.lower().encode(), v.encode()) for k, v in retry_after(error).items())
-    body = msgspec.json.encode(error.to_body(request_id_of(scope)))
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": error.http_status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+        out["www-authenticate"] = www_authenticate(
+            has_credentials=has_credentials, description=error.message, resource_metadata=resource_metadata)
+    if (seconds := retry_after(error)) is not None:
+        out["retry-after"] = seconds
+    encoded = msgspec.json.encode(body if body is not None else error.to_body(request_id_of(scope)))
+    out["content-length"] = str(len(encoded))
+    await send({"type": "http.response.start", "status": error.http_status,
+                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out.items()]})
+    await send({"type": "http.response.body", "body": encoded})

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from ragmesh_common.index_schema import ChunkPayload
+from ragmesh_common.index_schema import ChunkPayload, index_version_of
 
 from ragmesh_retrieval.domain.model import Chunk
 
@@ -42,5 +42,6 @@ def chunk_from_payload(payload: dict[str, Any], collection: str, *, include_cont
         page=stored.page,
         tags=list(stored.tags),
         download_path=stored.download_path,
-        index_version=collection,
+        # The version name users see everywhere (CLI, list_corpora, metrics), not the collection.
+        index_version=index_version_of(collection),
     )

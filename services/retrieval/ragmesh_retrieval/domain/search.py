@@ -121,7 +121,7 @@ class HybridRetriever:
         outcome = SearchOutcome(
             results=results,
             query_mode=mode,
-            index_versions=sorted(p.target.collection for p in plans),
+            index_versions=sorted({p.target.index_version for p in plans}),
             degraded=degraded,
             filtered_by_threshold=filtered,
             hint=_hint(results, filtered, request, degraded, used_dense or used_sparse, len(targets), skipped),

@@ -1,0 +1,90 @@
+"""POST /v1/chat/completions and GET /v1/models: ragmesh as a grounded model for OpenAI clients
+(the SDKs, Open WebUI, LibreChat). Same tokens (``Authorization: Bearer`` is what those clients send
+as their API key), scopes, corpus ACL and rate limits as /chat; errors in OpenAI's error shape
+(``API_PREFIX`` is given its own body shape in the app's error handler).
+"""
+
+from __future__ import annotations
+
+from litestar import Controller, get, post
+from litestar.datastructures import State
+from litestar.openapi import ResponseSpec
+from litestar.response import ServerSentEvent
+
+from ragmesh_common.telemetry import request_id_var
+
+from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.deps import services_of
+from ragmesh_gateway.openai_chat.presenters import chunks, completion
+from ragmesh_gateway.openai_chat.schemas import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Model,
+    ModelList,
+    OpenAiError,
+)
+from ragmesh_gateway.openai_chat.service import model_not_found
+from ragmesh_gateway.security.tokens import Scope
+
+COMPLETIONS_DESCRIPTION = """OpenAI's Chat Completions API over ragmesh's grounded chat. The answer to the last
+user message cites its sources as [S1], [S2]; the `ragmesh` field lists them (quote, url, source_lines,
+index_version). `stream: true` sends `chat.completion.chunk` events, the finishing chunk with `ragmesh`,
+then `data: [DONE]`; a failure after the stream started is a `data: {"error": ...}` event. Refusals and
+withheld answers are ordinary assistant messages that say so. n > 1, tools, images and other options a
+grounded answer cannot honour are 400 with their `param`; sampling options are accepted and change nothing."""
+
+
+def _errors(*statuses: int) -> dict[int, ResponseSpec]:
+    return {s: ResponseSpec(data_container=OpenAiError, description="OpenAI error body", generate_examples=False)
+            for s in statuses}
+
+
+API_PREFIX = "/v1"
+
+
+class OpenAiController(Controller):
+    path = API_PREFIX
+    tags = ["openai"]
+
+    @get("/models", summary="Models: one per readable corpus, plus 'ragmesh' for all",
+         opt={"route_class": RouteClass.READ, "scope": Scope.ANSWER}, responses=_errors(401, 403, 429))
+    async def models(self, caller: Caller, state: State) -> ModelList:
+        service = services_of(state).openai_chat
+        return ModelList(data=[Model(id=m, created=service.started_at) for m in service.models(caller)])
+
+    @get("/models/{model_id:path}", summary="One model",
+         opt={"route_class": RouteClass.READ, "scope": Scope.ANSWER}, responses=_errors(401, 403, 404, 429))
+    async def model(self, model_id: str, caller: Caller, state: State) -> Model:
+        service = services_of(state).openai_chat
+        model_id = model_id.removeprefix("/")
+        if model_id not in service.models(caller):
+            raise model_not_found(model_id)
+        return Model(id=model_id, created=service.started_at)
+
+    @post(
+        "/chat/completions",
+        status_code=200,
+        summary="Grounded chat completion (OpenAI-compatible)",
+        description=COMPLETIONS_DESCRIPTION,
+        opt={"route_class": RouteClass.CHAT, "scope": Scope.ANSWER},
+        responses={
+            200: ResponseSpec(data_container=ChatCompletion | ChatCompletionChunk,  # type: ignore[arg-type]
+                              description="A chat.completion, or with stream: true server-sent "
+                              "chat.completion.chunk events", generate_examples=False),
+            **_errors(400, 401, 403, 404, 413, 429, 502, 503, 504),
+        },
+    )
+    async def chat_completions(
+        self, data: ChatCompletionRequest, caller: Caller, state: State
+    ) -> ChatCompletion | ServerSentEvent:
+        services = services_of(state)
+        plan = services.openai_chat.plan(data, caller)
+        request_id = request_id_var.get()
+        if not plan.stream:
+            return completion(plan, await services.chat.answer(plan.params, caller), request_id)
+        session = await services.openai_chat.open(plan, caller)
+        return ServerSentEvent(
+            chunks(plan, session, request_id, services.settings.heartbeat_s),
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )

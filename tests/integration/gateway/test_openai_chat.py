@@ -1,0 +1,247 @@
+"""POST /v1/chat/completions and GET /v1/models through the official `openai` client (its own
+request building, response models and streaming parser), against a real uvicorn.
+
+The grounded answer is the same as /chat's: same search, generator, citation checks, ACL and
+limits. The text keeps its [S1] markers; the sources ride in the `ragmesh` extension field.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import openai
+import pytest
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+
+from gateway_mesh import Mesh, serve
+from gateway_tokens import INTERNAL, bearer, schema, token_app, tokens, with_internal_corpus  # noqa: F401
+from ragmesh_gateway.app import create_app
+from ragmesh_gateway.chat.service import REFUSAL_TEXT
+from test_chat_stream import ScriptedGeneration, done, generation, token  # noqa: F401 - fixture
+
+QUESTION = [{"role": "user", "content": "how do I start?"}]
+
+
+_OPEN: list[openai.AsyncOpenAI] = []
+
+
+def client_for(url: str, api_key: str = "unused") -> openai.AsyncOpenAI:
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=30)
+    _OPEN.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+async def close_openai_clients():
+    yield
+    while _OPEN:
+        await _OPEN.pop().close()
+
+
+@pytest.fixture
+async def url(mesh: Mesh):
+    async with serve(create_app(mesh.settings())) as base_url:
+        yield base_url
+
+
+async def test_models_are_one_per_readable_corpus_plus_one_for_all(url: str) -> None:
+    models = await client_for(url).models.list()
+    assert [m.id for m in models.data] == ["ragmesh", "ragmesh/docs@1"]
+    assert all(m.object == "model" and m.owned_by == "ragmesh" for m in models.data)
+    one = await client_for(url).models.retrieve("ragmesh/docs@1")
+    assert one.id == "ragmesh/docs@1"
+
+
+async def test_a_grounded_answer_with_its_sources(url: str, mesh: Mesh) -> None:
+    completion = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+    choice = completion.choices[0]
+    assert completion.object == "chat.completion" and completion.model == "ragmesh"
+    assert choice.message.role == "assistant" and choice.message.content == "Grounded answer [S1]."
+    assert choice.finish_reason == "stop"
+    assert completion.usage.completion_tokens > 0
+    extension = completion.model_extra["ragmesh"]
+    assert extension["answer_status"] == "answered" and extension["request_id"]
+    (source,) = extension["sources"]
+    assert source["source_id"] == "S1" and source["url"] == "https://docs.example/page6"
+    assert source["quote"] == "quote number 6" and source["source_lines"] == [6, 9]
+    assert source["index_version"] == "v1" and source["trust"] == "untrusted"
+    assert extension["security"]["trust"] == "untrusted"
+    assert mesh.generation.requests[-1].question == "how do I start?"
+
+
+async def test_the_stream_through_the_openai_parser(url: str) -> None:
+    stream = await client_for(url).chat.completions.create(
+        model="ragmesh", messages=QUESTION, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finishing = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert text == "Grounded answer [S1]."
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in finishing] == ["stop"]
+    # The sources come with the finishing chunk, after every piece of text they explain.
+    sources = finishing[0].model_extra["ragmesh"]["sources"]
+    assert [s["source_id"] for s in sources] == ["S1"]
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    assert len({c.id for c in chunks}) == 1 and {c.object for c in chunks} == {"chat.completion.chunk"}
+
+
+async def test_a_corpus_model_searches_that_corpus_only(url: str, mesh: Mesh) -> None:
+    await client_for(url).chat.completions.create(model="ragmesh/docs@1", messages=QUESTION)
+    assert list(mesh.retrieval.searches[-1].filters.corpora) == ["docs@1"]
+
+
+async def test_earlier_turns_are_the_conversation_history(url: str, mesh: Mesh) -> None:
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What is the scheduler?"},
+        {"role": "assistant", "content": "It runs jobs [S1]."},
+        {"role": "user", "content": "How do I configure it?"},
+    ]
+    await client_for(url).chat.completions.create(model="ragmesh", messages=messages)
+    sent = mesh.generation.requests[-1]
+    assert [(t.role, t.content) for t in sent.history] == [
+        ("user", "What is the scheduler?"), ("assistant", "It runs jobs.")]
+
+
+async def test_no_evidence_is_an_ordinary_message_that_says_so(mesh: Mesh) -> None:
+    mesh.retrieval.chunks = []
+    async with serve(create_app(mesh.settings())) as url:
+        completion = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+        stream = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION, stream=True)
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert completion.choices[0].message.content == REFUSAL_TEXT == streamed
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.model_extra["ragmesh"]["answer_status"] == "insufficient_evidence"
+    assert mesh.generation.requests == []
+
+
+async def test_a_withheld_answer_says_so_and_lists_what_was_found(mesh: Mesh, generation) -> None:
+    double, address = generation
+    double.script = [done(answer_status="withheld", model="scripted", finish_reason="verification_failed",
+                          degraded=["generation"])]
+    async with serve(create_app(mesh.settings(generation_addr=address))) as url:
+        completion = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+    message = completion.choices[0].message.content
+    assert "withheld" in message.lower() and "https://docs.example/page6" in message
+    extension = completion.model_extra["ragmesh"]
+    assert extension["answer_status"] == "withheld" and extension["sources_basis"] == "retrieved"
+    assert extension["degraded"] == ["generation"]
+
+
+async def test_a_generator_failure_is_an_openai_error(mesh: Mesh, generation) -> None:
+    double, address = generation
+    double.script = [token("Half an "), RagmeshError(ErrorCode.RUNTIME_ERROR, "the model runtime failed")]
+    async with serve(create_app(mesh.settings(generation_addr=address))) as url:
+        with pytest.raises(openai.APIStatusError) as whole:
+            await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+        stream = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION, stream=True)
+        received = []
+        with pytest.raises(openai.APIError) as streamed:
+            async for chunk in stream:
+                received.append(chunk)
+    assert whole.value.status_code == 502 and whole.value.code == "RUNTIME_ERROR"
+    assert "".join(c.choices[0].delta.content or "" for c in received if c.choices) == "Half an "
+    assert "RUNTIME_ERROR" in str(streamed.value) or streamed.value.code == "RUNTIME_ERROR"
+
+
+@pytest.mark.parametrize(
+    ("options", "param", "code"),
+    [
+        ({"extra_body": {"colour": "blue"}}, "colour", "UNKNOWN_FIELD"),
+        ({"n": 2}, "n", "INVALID_ARGUMENT"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]},
+         "tools", "INVALID_ARGUMENT"),
+        ({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, "messages", "INVALID_ARGUMENT"),
+        ({"messages": []}, "messages", "INVALID_ARGUMENT"),
+        ({"messages": [{"role": "assistant", "content": "hi"}]}, "messages", "INVALID_ARGUMENT"),
+        ({"messages": [{"role": "user", "content": "   "}]}, "messages", "QUERY_EMPTY"),
+        ({"messages": [{"role": "user", "content": "x" * 2001}]}, "messages", "QUERY_TOO_LONG"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "INVALID_ARGUMENT"),
+        ({"logprobs": True}, "logprobs", "INVALID_ARGUMENT"),
+        ({"max_tokens": 0}, "max_tokens", "INVALID_ARGUMENT"),
+        ({"temperature": "hot"}, "temperature", "MALFORMED_BODY"),
+    ],
+)
+async def test_requests_the_model_cannot_honour_are_400s_with_the_param(
+    url: str, options: dict, param: str, code: str, caplog
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    arguments = {"model": "ragmesh", "messages": QUESTION, **options}
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client_for(url).chat.completions.create(**arguments)
+    assert not [r for r in caplog.records if r.exc_info], "bad input left a traceback in the log"
+    error = refused.value.body
+    assert refused.value.status_code == 400
+    assert error["param"] == param and error["code"] == code and error["type"] == "invalid_request_error"
+    assert error["message"]
+
+
+async def test_sampling_options_that_change_nothing_are_accepted(url: str) -> None:
+    completion = await client_for(url).chat.completions.create(
+        model="ragmesh", messages=QUESTION, temperature=0.2, top_p=0.9, seed=7, user="u-1",
+        presence_penalty=0.0, frequency_penalty=0.0, max_completion_tokens=200, stop=None, tool_choice="none",
+    )
+    assert completion.choices[0].message.content == "Grounded answer [S1]."
+
+
+async def test_an_unknown_model_is_model_not_found(url: str) -> None:
+    with pytest.raises(openai.NotFoundError) as missing:
+        await client_for(url).chat.completions.create(model="gpt-4o", messages=QUESTION)
+    assert missing.value.body["code"] == "model_not_found" and missing.value.body["param"] == "model"
+
+
+async def test_malformed_json_gets_an_openai_error_body(url: str) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.post(f"{url}/v1/chat/completions", content=b"{nope",
+                                   headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "MALFORMED_BODY"
+
+
+async def test_tokens_scopes_and_corpus_acl_are_those_of_chat(mesh: Mesh, pg_url, schema, tokens) -> None:
+    with_internal_corpus(mesh, chunks=2)
+    async with serve(token_app(mesh, pg_url, schema, allow_anonymous=False)) as url:
+        granted = [m.id for m in (await client_for(url, tokens["granted"]).models.list()).data]
+        asker = [m.id for m in (await client_for(url, tokens["asker"]).models.list()).data]
+        async with httpx.AsyncClient(timeout=10) as http:
+            no_key = await http.post(f"{url}/v1/chat/completions", json={"model": "ragmesh", "messages": QUESTION})
+        with pytest.raises(openai.AuthenticationError) as bad_key:
+            await client_for(url, "rmk_0000000000000000_wrong").chat.completions.create(
+                model="ragmesh", messages=QUESTION)
+        with pytest.raises(openai.PermissionDeniedError) as no_scope:
+            await client_for(url, tokens["reader"]).chat.completions.create(model="ragmesh", messages=QUESTION)
+        with pytest.raises(openai.NotFoundError) as hidden:
+            await client_for(url, tokens["asker"]).chat.completions.create(
+                model=f"ragmesh/{INTERNAL}", messages=QUESTION)
+        with pytest.raises(openai.NotFoundError) as ghost:
+            await client_for(url, tokens["asker"]).chat.completions.create(
+                model="ragmesh/ghost@1", messages=QUESTION)
+        answered = await client_for(url, tokens["granted"]).chat.completions.create(
+            model=f"ragmesh/{INTERNAL}", messages=QUESTION)
+    assert granted == ["ragmesh", "ragmesh/docs@1", f"ragmesh/{INTERNAL}"]
+    assert asker == ["ragmesh", "ragmesh/docs@1"]
+    assert no_key.status_code == 401 and no_key.headers["www-authenticate"] == 'Bearer realm="ragmesh"'
+    assert no_key.json()["error"]["code"] == "UNAUTHENTICATED" and no_key.json()["error"]["type"] == "authentication_error"
+    assert bad_key.value.body["code"] == "UNAUTHENTICATED" and bad_key.value.body["message"]
+    assert no_scope.value.body["code"] == "PERMISSION_DENIED"
+    # A corpus the caller may not read is a model that does not exist.
+    assert hidden.value.body["message"].replace(INTERNAL, "X") == ghost.value.body["message"].replace("ghost@1", "X")
+    assert answered.model_extra["ragmesh"]["sources"][0]["corpus"] == INTERNAL
+
+
+async def test_the_chat_rate_limit_applies(mesh: Mesh, redis_url: str) -> None:
+    import uuid
+
+    settings = mesh.settings(rate_limits="chat=0.01/1,*=100/100", redis_url=redis_url,
+                             rate_limit_prefix=f"ragmesh:test:{uuid.uuid4().hex[:12]}")
+    async with serve(create_app(settings)) as url:
+        await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+        with pytest.raises(openai.RateLimitError) as limited:
+            await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+    assert limited.value.body["code"] == "RATE_LIMITED"
+    assert int(limited.value.response.headers["retry-after"]) >= 1
