@@ -33,6 +33,7 @@ from ragmesh_gateway.openai_chat.controllers import API_PREFIX as OPENAI_PREFIX
 from ragmesh_gateway.openai_chat.controllers import OpenAiController
 from ragmesh_gateway.openai_chat.presenters import error_body as openai_error_body
 from ragmesh_gateway.mcp.server import build_mcp_server
+from ragmesh_gateway.openai_chat.contract import declare_refusals
 from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.settings import GatewaySettings, get_settings
 from ragmesh_gateway.web.allowed_hosts import AllowedHosts
@@ -144,5 +145,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
     # metrics too.
     app.asgi_handler = RequestContextMiddleware(AllowedHosts(app.asgi_handler, settings.allowed_hosts))
     # Built once, here, and served from this object (Litestar caches it).
-    complete_document(app.plugins.get(OpenAPIPlugin).provide_openapi())
+    document = app.plugins.get(OpenAPIPlugin).provide_openapi()
+    complete_document(document)
+    declare_refusals(document)
     return app

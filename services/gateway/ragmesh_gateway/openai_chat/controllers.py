@@ -72,7 +72,7 @@ class OpenAiController(Controller):
             200: ResponseSpec(data_container=ChatCompletion | ChatCompletionChunk,  # type: ignore[arg-type]
                               description="A chat.completion, or with stream: true server-sent "
                               "chat.completion.chunk events", generate_examples=False),
-            **_errors(400, 401, 403, 404, 413, 429, 502, 503, 504),
+            **_errors(400, 401, 403, 404, 413, 415, 429, 502, 503, 504),
         },
     )
     async def chat_completions(

@@ -23,7 +23,7 @@ from ragmesh_gateway.search.schemas import QUERY_MAX_CHARS
 ALL_CORPORA = "ragmesh"
 MAX_TOKENS = 4096
 # Values of refused options that ask for nothing (clients send some of them by default).
-_NEUTRAL: dict[str, tuple[Any, ...]] = {
+NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
     "n": (None, 1),
     "tools": (None, []),
     "tool_choice": (None, "none", "auto"),
@@ -38,7 +38,7 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "prediction": (None,),
     "web_search_options": (None,),
 }
-_WHY = {
+REFUSAL_REASONS = {
     "n": "n must be 1: there is one grounded answer",
     "tools": "tools are not supported: ragmesh answers from documents and calls no tools",
     "tool_choice": "tool_choice must be none or auto: ragmesh calls no tools",
@@ -97,9 +97,9 @@ class OpenAiChatService:
 
     def plan(self, request: ChatCompletionRequest, caller: Caller) -> CompletionPlan:
         """Everything the request can be refused for, before any work is done."""
-        for field, neutral in _NEUTRAL.items():
+        for field, neutral in NEUTRAL_VALUES.items():
             if getattr(request, field) not in neutral:
-                raise invalid(_WHY[field], field)
+                raise invalid(REFUSAL_REASONS[field], field)
         response_format = request.response_format
         if response_format is not None and response_format.get("type", "text") != "text":
             raise invalid("response_format must be text: answers are prose with [S1] citations", "response_format")

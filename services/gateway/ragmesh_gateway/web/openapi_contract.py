@@ -5,7 +5,8 @@ Litestar derives schemas from the msgspec Structs but leaves out two rules the e
 * a request Struct with ``forbid_unknown_fields`` refuses unknown members (UNKNOWN_FIELD), so its
   schema gets ``additionalProperties: false``;
 * every string of a request is safe text (``ragmesh_common.text_safety``: no NUL, no other
-  control character), so each string property without a pattern of its own gets that pattern.
+  control character), so each string property without a pattern of its own gets that pattern, and
+  so do the keys and string values of a map.
 
 Both are added by :class:`RequestContractPlugin`, which Litestar asks before its own Struct plugin.
 :func:`complete_document` then adds what no type says: the envelope of each server-sent event of
@@ -37,6 +38,35 @@ def _safe_strings(schema: Schema | object) -> None:
         _safe_strings(member)
     if schema.items is not None:
         _safe_strings(schema.items)
+    if isinstance(schema.additional_properties, Schema):  # a map: its keys and its values are text too
+        if schema.property_names is None:
+            schema.property_names = Schema(type=OpenAPIType.STRING, pattern=SAFE_TEXT_PATTERN)
+        if schema.additional_properties == Schema():  # any JSON value: any JSON value of safe text
+            schema.additional_properties = Reference(ref=f"#/components/schemas/{SAFE_JSON}")
+        else:
+            _safe_strings(schema.additional_properties)
+
+
+SAFE_JSON = "SafeJsonValue"
+
+
+def safe_json_value() -> Schema:
+    """Any JSON value whose strings (object keys included) are safe text: what a free-form
+    member of a request (``dict[str, Any]``) may hold."""
+    self_ref = Reference(ref=f"#/components/schemas/{SAFE_JSON}")
+    text = Schema(type=OpenAPIType.STRING, pattern=SAFE_TEXT_PATTERN)
+    return Schema(
+        one_of=[
+            text,
+            Schema(type=OpenAPIType.NUMBER),
+            Schema(type=OpenAPIType.BOOLEAN),
+            Schema(type=OpenAPIType.NULL),
+            Schema(type=OpenAPIType.ARRAY, items=self_ref),
+            Schema(type=OpenAPIType.OBJECT, property_names=text, additional_properties=self_ref),
+        ],
+        title=SAFE_JSON,
+        description="Any JSON value without NUL, control characters or lone surrogates in its strings",
+    )
 
 
 def _item_patterns(struct: type) -> dict[str, str]:
@@ -134,6 +164,7 @@ def complete_document(document: OpenAPI) -> None:
     """Add the SSE event envelope of the chat stream, the links between operations, and the
     file download's real media types and headers."""
     _file_download(document)
+    document.components.schemas[SAFE_JSON] = safe_json_value()  # type: ignore[index,union-attr]
     stream = document.paths[CHAT_STREAM].post
     assert stream is not None and stream.responses is not None
     sse = stream.responses["200"].content["text/event-stream"]  # type: ignore[union-attr,index]
