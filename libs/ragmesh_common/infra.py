@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -176,6 +177,9 @@ def _prepare_postgres_root(pg_root: Path, run_as: dict) -> None:
         )
 
 
+_GRPC_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]")
+
+
 def _pg_tool(tool: str, args: list[str], run_as: dict, cwd: Path, *, timeout: float) -> None:
     try:
         result = subprocess.run(
@@ -185,8 +189,11 @@ def _pg_tool(tool: str, args: list[str], run_as: dict, cwd: Path, *, timeout: fl
     except subprocess.TimeoutExpired:
         raise _unavailable(f"embedded PostgreSQL: {tool} did not finish within {timeout:.0f}s") from None
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        raise _unavailable(f"embedded PostgreSQL: {tool} failed: {' | '.join(tail)}")
+        # gRPC's fork handlers may write their own log lines in the child before it runs the tool;
+        # they say nothing about why the tool failed.
+        lines = [line for line in f"{result.stdout}\n{result.stderr}".splitlines()
+                 if line.strip() and not _GRPC_LOG_LINE.match(line)]
+        raise _unavailable(f"embedded PostgreSQL: {tool} failed: {' | '.join(lines[-3:])}")
 
 
 def _running_postmaster(data_dir: Path) -> tuple[int, int] | None:
