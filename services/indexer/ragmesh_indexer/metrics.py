@@ -50,6 +50,7 @@ class ActiveVersionAges(Collector):
 
     name = "ragmesh_index_active_version_age_seconds"
     documentation = "Seconds since the corpus's active index version was promoted (from the registry)"
+    labelnames = ("corpus",)
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -67,10 +68,10 @@ class ActiveVersionAges(Collector):
         self._promoted = promoted  # one assignment: a scrape on another thread sees old or new
 
     def describe(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(self.name, self.documentation, labels=["corpus"])
+        yield GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
     def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(self.name, self.documentation, labels=["corpus"])
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
         now = self._clock()
         for corpus, at in sorted(self._promoted.items()):
             family.add_metric([corpus], max(0.0, now - at))
