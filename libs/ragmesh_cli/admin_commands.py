@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction, http_options) -> None:
         # No options of its own: everything after the command word, --help included, goes to the
         # admin entry point. A prefix no argument starts with keeps argparse from reading any of it.
         p = sub.add_parser(name, help=helptext, add_help=False, prefix_chars="\x00")
-        p.add_argument("admin_args", nargs=argparse.REMAINDER)
+        p.add_argument("admin_args", nargs=argparse.REMAINDER, help=f"`ragmesh {name} --help` lists them")
         p.set_defaults(func=cmd_admin, admin_command=name)
 
     m = sub.add_parser("mcp", help="stdio MCP server for desktop clients, forwarding to the gateway")

@@ -204,9 +204,12 @@ def corpus_spec(args):
 
 
 def _pb_json(message) -> dict:
+    """A reply as the CLI's contract JSON: counts as numbers and every field present, a zero or an
+    empty list included (protobuf's JSON mapping would write int64 as strings and leave them out)."""
     from google.protobuf.json_format import MessageToDict
 
-    return MessageToDict(message, preserving_proto_field_name=True)
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True,
+                         unquote_int64_if_possible=True)
 
 
 def cmd_index_validate(args) -> int:

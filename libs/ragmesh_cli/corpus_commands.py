@@ -361,20 +361,24 @@ def _chunks(n: int) -> str:
 URL_BASE_HELP = ("where the corpus is published (https://docs.example.com/v2): citations link there; "
                  "without it (and without $RAGMESH_URL_BASE in the indexer) they open the gateway's "
                  "source view of the cited lines")
+LICENSE_HELP = "the documents' license (an SPDX id such as CC-BY-4.0); `ragmesh corpora` lists it"
+SOURCE_URL_HELP = "where the documents come from (a repository or site); `ragmesh corpora` lists it"
+INCLUDE_HELP = "only files matching this glob, relative to the folder (repeatable; default: all)"
+EXCLUDE_HELP = "leave out files matching this glob (repeatable)"
 
 def register(sub, index_sub) -> None:
     """Wire these commands into the `ragmesh` parser (main.py) and its `index` subcommands."""
     for name, func in (("build", cmd_index_build), ("ci", cmd_index_ci)):
         p = index_sub.choices[name]
-        p.add_argument("--license", default="")
-        p.add_argument("--source-url", default="")
+        p.add_argument("--license", default="", help=LICENSE_HELP + " (default: the registered one)")
+        p.add_argument("--source-url", default="", help=SOURCE_URL_HELP + " (default: the registered one)")
         p.add_argument("--url-base", default="", metavar="URL", help=URL_BASE_HELP)
-        p.add_argument("--include", action="append", default=[], metavar="GLOB")
-        p.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+        p.add_argument("--include", action="append", default=[], metavar="GLOB", help=INCLUDE_HELP)
+        p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help=EXCLUDE_HELP)
         # No default visibility: a rebuild keeps the registered one (a new corpus is internal).
         p.set_defaults(func=func, visibility="")
     d = index_sub.add_parser("diff", help="files and chunks changed between two index versions")
-    d.add_argument("--corpus", required=True)
+    d.add_argument("--corpus", required=True, help="corpus id (library@version)")
     d.add_argument("--from", dest="from_version", default="", help="default: the active version")
     d.add_argument("--to", dest="to_version", default="", help="default: the newest other version")
     _grpc_options(d)
@@ -383,25 +387,27 @@ def register(sub, index_sub) -> None:
     corpus = sub.add_parser("corpus", help="add a corpus, or verify its files against the active version")
     csub = corpus.add_subparsers(dest="corpus_command", required=True, parser_class=sub._parser_class)
     add = csub.add_parser("add", help="scan, check and build a candidate; prints the promote command")
-    add.add_argument("--library", required=True)
-    add.add_argument("--version", required=True)
-    add.add_argument("--source", required=True, metavar="DIR")
-    add.add_argument("--license", required=True)
-    add.add_argument("--source-url", required=True)
-    add.add_argument("--visibility", required=True, choices=["public", "internal"])
+    add.add_argument("--library", required=True, help="library name; the corpus id is library@version")
+    add.add_argument("--version", required=True, help="library version (1.0, main, ...)")
+    add.add_argument("--source", required=True, metavar="DIR", help="folder holding the documents")
+    add.add_argument("--license", required=True, help=LICENSE_HELP)
+    add.add_argument("--source-url", required=True, help=SOURCE_URL_HELP)
+    add.add_argument("--visibility", required=True, choices=["public", "internal"],
+                     help="public: every caller may read it; internal: only clients granted access "
+                     "(`ragmesh access grant`)")
     add.add_argument("--url-base", default="", metavar="URL", help=URL_BASE_HELP)
-    add.add_argument("--include", action="append", default=[], metavar="GLOB")
-    add.add_argument("--exclude", action="append", default=[], metavar="GLOB")
-    add.add_argument("--reason", default="")
+    add.add_argument("--include", action="append", default=[], metavar="GLOB", help=INCLUDE_HELP)
+    add.add_argument("--exclude", action="append", default=[], metavar="GLOB", help=EXCLUDE_HELP)
+    add.add_argument("--reason", default="", help="why, recorded in the audit trail (default: corpus add)")
     add.add_argument("--dry-run", action="store_true", help="scan and chunk in the indexer; write nothing")
     _grpc_options(add)
     add.set_defaults(func=cmd_corpus_add)
     verify = csub.add_parser("verify", help="re-check files on disk against the active version's manifest")
-    verify.add_argument("--corpus", required=True)
+    verify.add_argument("--corpus", required=True, help="corpus id (library@version)")
     _grpc_options(verify)
     verify.set_defaults(func=cmd_corpus_verify)
 
 
 def _grpc_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--addr", default="", help="indexer gRPC address (default $RAGMESH_INDEXER_ADDR)")
-    p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the indexer (default 1800)")

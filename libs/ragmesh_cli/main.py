@@ -37,20 +37,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, helptext in (("search", "search the knowledge base"), ("answer", "ask a grounded question")):
         c = sub.add_parser(name, help=helptext)
-        c.add_argument("query")
-        c.add_argument("--top-k", type=int, default=8)
-        c.add_argument("--library", default="")
-        c.add_argument("--version", default="")
-        c.add_argument("--corpus", default="")
-        c.add_argument("--tag", action="append", default=[])
-        c.add_argument("--include-content", action="store_true")
+        c.add_argument("query", help="what to search for" if name == "search" else "the question")
+        c.add_argument("--top-k", type=int, default=8,
+                       help="passages to return (default 8)" if name == "search" else "passages to answer from (default 8)")
+        c.add_argument("--library", default="", help="only this library (corpus ids are library@version)")
+        c.add_argument("--version", default="", help="only this version of the library")
+        c.add_argument("--corpus", default="", help="only this corpus (library@version)")
+        c.add_argument("--tag", action="append", default=[], help="only chunks with this tag (repeatable)")
+        c.add_argument("--include-content", action="store_true",
+                       help="each passage's full text, not only its quote" if name == "search"
+                       else "ignored by answer; accepted so search and answer take the same options")
         _http_options(c)
         c.set_defaults(func=commands.cmd_search if name == "search" else commands.cmd_answer)
 
     g = sub.add_parser("get", help="fetch chunks by id, pinned to an index version")
-    g.add_argument("chunk_ids", nargs="+")
-    g.add_argument("--index-version", required=True)
-    g.add_argument("--include-content", action="store_true")
+    g.add_argument("chunk_ids", nargs="+", help="chunk ids, as search results and citations give them")
+    g.add_argument("--index-version", required=True, help="the index version the ids came from (results name it)")
+    g.add_argument("--include-content", action="store_true", help="each chunk's full text, not only its quote")
     _http_options(g)
     g.set_defaults(func=commands.cmd_get)
 
@@ -64,27 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
         b = isub.add_parser(name, help="build a candidate" if name == "build" else "build, validate and promote")
         b.add_argument("--corpus", required=True, help="corpus id (library@version) or a folder")
         b.add_argument("--source", default="", help="folder to index (when the corpus is new)")
-        b.add_argument("--library", default="")
-        b.add_argument("--version", default="")
+        b.add_argument("--library", default="", help="library name (default: the id's, or the folder's name)")
+        b.add_argument("--version", default="", help="library version (default: the id's, or main)")
         b.add_argument("--visibility", default="", choices=["public", "internal"],
                        help="default: the registered one; a new corpus is internal")
-        b.add_argument("--force", action="store_true")
-        b.add_argument("--reason", default="")
+        b.add_argument("--force", action="store_true", help="build even if a version of this content exists")
+        b.add_argument("--reason", default="", help="why, recorded with the version in the registry's audit trail")
         _grpc_options(b)  # corpus_commands.register adds the rest and the handler
-    for name in ("validate", "promote"):
-        v = isub.add_parser(name)
-        v.add_argument("--corpus", required=True)
-        v.add_argument("--index-version", required=True)
-        v.add_argument("--reason", default="")
+    for name, helptext in (("validate", "run the gates on a candidate; exit 1 if one fails"),
+                           ("promote", "make a validated version the one the corpus serves")):
+        v = isub.add_parser(name, help=helptext)
+        v.add_argument("--corpus", required=True, help="corpus id (library@version)")
+        v.add_argument("--index-version", required=True, help="the version (`index build` or `index status` names it)")
+        v.add_argument("--reason", default="", help="why, recorded in the audit trail" if name == "promote"
+                       else "ignored (validation records no reason); accepted like promote's")
         _grpc_options(v)
         v.set_defaults(func=getattr(commands, f"cmd_index_{name}"))
-    r = isub.add_parser("rollback")
-    r.add_argument("--corpus", required=True)
-    r.add_argument("--reason", default="")
+    r = isub.add_parser("rollback", help="serve the previous version again (swap active and previous)")
+    r.add_argument("--corpus", required=True, help="corpus id (library@version)")
+    r.add_argument("--reason", default="", help="why, recorded in the audit trail")
     _grpc_options(r)
     r.set_defaults(func=commands.cmd_index_rollback)
-    s = isub.add_parser("status")
-    s.add_argument("--corpus", required=True)
+    s = isub.add_parser("status", help="the corpus's versions, their states and any build in progress")
+    s.add_argument("--corpus", required=True, help="corpus id (library@version)")
     _grpc_options(s)
     s.set_defaults(func=commands.cmd_index_status)
     corpus_commands.register(sub, isub)  # corpus add|verify, index diff, progress for index build|ci
@@ -95,12 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _http_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="", help="gateway URL (default $RAGMESH_URL or http://127.0.0.1:8080)")
     p.add_argument("--token", default="", help="bearer token (default $RAGMESH_TOKEN)")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the gateway (default 60)")
 
 
 def _grpc_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--addr", default="", help="indexer gRPC address (default $RAGMESH_INDEXER_ADDR)")
-    p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the indexer (default 1800)")
 
 
 def main(argv: list[str] | None = None) -> int:

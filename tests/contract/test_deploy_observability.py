@@ -75,8 +75,17 @@ def metric_names(query: str) -> set[str]:
     return names
 
 
+def metrics_md_section(heading: str) -> str:
+    """The text of one ``## heading`` section of METRICS.md."""
+    text = (OBSERVABILITY / "METRICS.md").read_text(encoding="utf-8")
+    found = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert found, f"METRICS.md has no section {heading!r}"
+    return found.group(1)
+
+
 def documented_metrics() -> set[str]:
-    return set(re.findall(r"^\| `(ragmesh_[a-z0-9_]+)`", (OBSERVABILITY / "METRICS.md").read_text(), re.M))
+    """The metrics METRICS.md lists for the dashboards."""
+    return set(re.findall(r"^\| `(ragmesh_[a-z0-9_]+)`", metrics_md_section("Dashboards"), re.M))
 
 
 # --- Prometheus ---------------------------------------------------------------------------------------

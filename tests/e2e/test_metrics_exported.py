@@ -1,10 +1,11 @@
-"""Every metric a dashboard queries is exported by the process the dashboards expect it from.
+"""Every metric a dashboard or alert queries is exported by the process METRICS.md expects it from.
 
-deploy/observability/METRICS.md lists what the dashboards query (test_deploy_observability.py holds
-the dashboards to that list). Here the observed mesh (configured like compose.core.yml) answers one
-search and one chat, every process's /metrics is scraped the way Prometheus scrapes it, and each
-listed metric must have samples (a labelled counter that was never used exports only its HELP line,
-which gives a dashboard "No data") with the labels the queries use.
+deploy/observability/METRICS.md lists what the dashboards and alert rules query
+(test_deploy_observability.py and test_deploy_alerts.py hold them to that list). Here the observed
+mesh (configured like compose.core.yml) answers one search and one chat, every process's /metrics
+is scraped the way Prometheus scrapes it, and each listed metric must have samples (a labelled
+counter that was never used exports only its HELP line, which gives a dashboard "No data") with the
+labels the queries use.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ SUFFIXES = ("", "_total", "_bucket", "_count", "_sum")
 
 
 def dashboard_metrics() -> dict[str, tuple[set[str], tuple[str, ...]]]:
-    """metric -> (labels the queries use, processes expected to export it), from METRICS.md's table."""
+    """metric -> (labels the queries use, processes expected to export it), from METRICS.md's tables
+    of the mesh's metrics (the supervisor's, served by `ragmesh up` alone, are not the mesh's)."""
+    text = METRICS_MD.read_text()
+    sections = [re.search(rf"^## {heading}\n(.*?)(?=^## |\Z)", text, re.M | re.S).group(1)
+                for heading in ("Dashboards", "Alerts and operations")]
     table = {}
     for name, labels, expected in re.findall(
-        r"^\| `(ragmesh_[a-z0-9_]+)` \| [^|]+ \| ([^|]+) \| ([^|]+) \|$", METRICS_MD.read_text(), re.M
+        r"^\| `(ragmesh_[a-z0-9_]+)` \| [^|]+ \| ([^|]+) \| ([^|]+) \|$", "".join(sections), re.M
     ):
         used = set(re.findall(r"`([a-z_]+)`", labels.split("(")[0]))
         where = tuple(p.strip() for p in expected.split(","))
@@ -81,7 +86,8 @@ def exported(observed_mesh) -> dict[str, dict[str, list]]:
 def test_metrics_md_lists_the_dashboard_metrics() -> None:
     # Guards against a table this module cannot read (which would make the next test vacuous).
     table = dashboard_metrics()
-    assert len(table) >= 12 and "ragmesh_http_requests_total" in table
+    assert len(table) >= 17 and "ragmesh_http_requests_total" in table
+    assert table["ragmesh_index_build_duration_seconds"] == ({"corpus", "outcome"}, ("indexer",))
     assert table["ragmesh_grpc_server_requests_total"] == (
         {"service", "method", "code"}, ("retrieval", "rerank", "generation", "indexer"))
 
@@ -120,3 +126,19 @@ def test_the_samples_hold_what_the_panels_plot(exported) -> None:
     assert all(re.fullmatch(r"\d{3}", status) for status in statuses), statuses
     codes = {s.labels["code"] for s in samples_of(exported["retrieval"], "ragmesh_grpc_server_requests_total")}
     assert "OK" in codes, codes
+
+
+def test_the_indexer_reports_the_builds_and_promotions_the_mesh_made(exported) -> None:
+    indexer = exported["indexer"]
+    corpora = {"quokka@1.0", "pelicans@1.0"}
+    built = {s.labels["corpus"] for s in samples_of(indexer, "ragmesh_index_build_duration_seconds")
+             if s.name.endswith("_count") and s.labels["outcome"] == "built" and s.value == 1}
+    assert corpora <= built, built
+    embedded = {s.labels["corpus"]: s.value for s in samples_of(indexer, "ragmesh_index_chunks_embedded_total")}
+    assert all(embedded.get(corpus, 0) > 0 for corpus in corpora), embedded
+    failures = [s for s in samples_of(indexer, "ragmesh_index_gate_failures_total") if s.value]
+    assert not failures, failures
+    ages = {s.labels["corpus"]: s.value for s in samples_of(indexer, "ragmesh_index_active_version_age_seconds")}
+    assert set(ages) == corpora and all(age >= 0 for age in ages.values()), ages
+    checks = {s.labels["check"]: s.value for s in samples_of(exported["gateway"], "ragmesh_gateway_readiness_check")}
+    assert checks == {"retrieval": 1, "rerank": 1, "generation": 1, "corpora": 1}, checks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 
@@ -10,6 +11,7 @@ from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.rpc.server import GrpcServer
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_indexer import metrics
 from ragmesh_indexer.build import BuildOptions, IndexBuilder
 from ragmesh_indexer.checkpoints import checkpoint_from_env
 from ragmesh_indexer.corpus_roots import CorpusRootPolicy
@@ -25,6 +27,9 @@ from ragmesh_indexer.settings import IndexerSettings
 from ragmesh_indexer.validation import Validator
 
 log = logging.getLogger("ragmesh.indexer")
+
+# How often the active-version age gauge rereads the registry (metrics.py).
+AGE_REFRESH_S = 60.0
 
 
 def open_store(settings: IndexerSettings) -> VectorStorePort:
@@ -81,8 +86,11 @@ async def serve(settings: IndexerSettings) -> None:
     server.add(indexer_pb2_grpc.add_IndexerServicer_to_server, servicer, "ragmesh.v1.Indexer")
     server.install_signal_handlers()
     await server.start()
+    ages = asyncio.create_task(metrics.refresh_active_ages_forever(registry, every_s=AGE_REFRESH_S))
 
     async def close() -> None:
+        ages.cancel()
+        await asyncio.gather(ages, return_exceptions=True)
         await tei.close()
         await store.close()
         await registry.close()

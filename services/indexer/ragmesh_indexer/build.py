@@ -28,6 +28,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_indexer import metrics
 from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.corpus_roots import CorpusRootPolicy
 from ragmesh_indexer.domain import (
@@ -127,14 +128,26 @@ class IndexBuilder:
         a new corpus public (corpus_roots.py); in-process callers are, gRPC callers say so."""
         spec = await self._resolve_spec(spec, record=not dry_run, admin=admin)
         self.tracker.begin(spec.id)
+        started = time.perf_counter()
+        outcome = "failed"
         try:
             plan = await self.plan(spec)
             if dry_run:
                 return BuildOutcome("", False, len(plan.articles), plan.chunks, 0, 0, "dry-run",
                                     plan.content_hash, True, plan.files)
-            return await self._build(plan, force=force, actor=actor, reason=reason)
+            built = await self._build(plan, force=force, actor=actor, reason=reason)
+            outcome = "reused" if built.reused_existing else "built"
+            return built
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
         finally:
             self.tracker.end(spec.id)
+            # A dry run writes nothing and is no build; a failed request before this point (an
+            # unknown corpus, a refused root) is the caller's mistake, not a failed build.
+            if not dry_run:
+                metrics.track_corpus(spec.id)
+                metrics.observe_build(spec.id, outcome, time.perf_counter() - started)
 
     async def plan(self, spec: CorpusSpec) -> BuildPlan:
         """Scan, parse and chunk; BUILD_FAILED naming every file that should be indexable but

@@ -16,6 +16,7 @@ from datetime import timedelta
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import alias_name
 from ragmesh_common.vectorstore.port import VectorStorePort
+from ragmesh_indexer import metrics
 from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.registry import IndexRegistry, PromotionResult, VersionState
 
@@ -24,11 +25,13 @@ log = logging.getLogger("ragmesh.indexer.promotion")
 
 class Promoter:
     def __init__(self, registry: IndexRegistry, store: VectorStorePort, *, retire_after: timedelta,
-                 checkpoint: Checkpoint = no_checkpoint) -> None:
+                 checkpoint: Checkpoint = no_checkpoint,
+                 active_ages: metrics.ActiveVersionAges = metrics.ACTIVE_VERSION_AGE) -> None:
         self.registry = registry
         self.store = store
         self.retire_after = retire_after
         self.checkpoint = checkpoint
+        self.active_ages = active_ages
 
     async def promote(self, corpus: str, index_version: str, *, actor: str, reason: str) -> PromotionResult:
         await self.reconcile(corpus)
@@ -48,6 +51,7 @@ class Promoter:
         await self.checkpoint("promote-committed")
         await self.store.set_alias(alias_name(corpus), version.collection)
         await self.checkpoint("promote-aliased")
+        await metrics.note_active(self.registry, corpus, self.active_ages)
         log.info("promoted", extra={"fields": {"corpus": corpus, "active": result.active,
                                                 "previous": result.previous}})
         await self.retire(corpus, actor=actor)
@@ -59,6 +63,7 @@ class Promoter:
         await self.checkpoint("rollback-committed")
         active = await self.registry.get_version(corpus, result.active)
         await self.store.set_alias(alias_name(corpus), active.collection)
+        self.active_ages.set(corpus, active.promoted_at)
         log.info("rolled back", extra={"fields": {"corpus": corpus, "active": result.active}})
         return result
 

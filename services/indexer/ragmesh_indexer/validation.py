@@ -27,6 +27,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, VectorStorePort
+from ragmesh_indexer import metrics
 from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.domain import QuoteLocator
 from ragmesh_indexer.embedding import ChunkEmbedder
@@ -77,6 +78,9 @@ class Validator:
             gates.append(await asyncio.to_thread(_links, Path(spec.root)))
             gates.append(await self._probes(corpus, collection, Path(spec.root), info.metadata.lexical_config))
         passed = all(g.passed for g in gates if g.blocking)
+        for gate in gates:
+            if gate.blocking and not gate.passed:
+                metrics.count_gate_failure(corpus, gate.gate)
         report: dict[str, Any] = {"passed": passed, "gates": [g.__dict__ for g in gates]}
         await self.checkpoint("validated-gates")
         if passed:

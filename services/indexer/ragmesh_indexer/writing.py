@@ -24,6 +24,7 @@ from ragmesh_common.index_schema import (
 from ragmesh_common.index_schema import embedding_text as chunk_embedding_text
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.vectorstore.port import SparseVector, StoredPoint, VectorStorePort
+from ragmesh_indexer import metrics
 from ragmesh_indexer.checkpoints import Checkpoint, no_checkpoint
 from ragmesh_indexer.domain import Article, Chunk
 from ragmesh_indexer.embedding import ChunkEmbedder
@@ -62,6 +63,7 @@ class CollectionWriter:
             ready.put_nowait([(i, reused[c.chunk_id]) for i, (_, c) in enumerate(chunks) if c.chunk_id in reused])
 
         async def on_batch(start: int, vectors: list[list[float]]) -> None:
+            metrics.count_embedded(spec.id, len(vectors))  # as they arrive: a failed build embedded them too
             ready.put_nowait(list(zip(todo[start:start + len(vectors)], vectors)))
             await self.checkpoint("embed-batch")
 

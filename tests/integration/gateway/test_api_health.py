@@ -81,3 +81,30 @@ async def test_metrics_count_requests_by_route_template(client: AsyncTestClient)
     assert 'route="/api/rag/v1/files/{corpus}/{path}"' in text
     assert "some/where.md" not in text
     assert "ragmesh_http_request_duration_seconds_bucket" in text
+
+
+def sample(text: str, name: str, labels: dict[str, str] | None = None) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == (labels or {}):
+                return found.value
+    return None
+
+
+async def test_each_scrape_reports_readiness_for_the_alert_rules(client: AsyncTestClient, mesh: Mesh) -> None:
+    text = (await client.get("/metrics")).text
+    checks = ("retrieval", "rerank", "generation", "corpora")
+    assert [sample(text, "ragmesh_gateway_readiness_check", {"check": c}) for c in checks] == [1, 1, 1, 1]
+    # Nobody asks /health/ready in between: the scrape itself runs the checks.
+    await mesh.stop("generation")
+    text = (await client.get("/metrics")).text
+    assert [sample(text, "ragmesh_gateway_readiness_check", {"check": c}) for c in checks] == [1, 1, 0, 1]
+
+
+async def test_a_model_runtime_down_leaves_every_readiness_check_serving(client: AsyncTestClient, mesh: Mesh) -> None:
+    # /health/ready answers 200 "degraded" when only a model runtime is down: not a readiness alert.
+    mesh.models_up.update(generation=False)
+    text = (await client.get("/metrics")).text
+    assert sample(text, "ragmesh_gateway_readiness_check", {"check": "generation"}) == 1

@@ -118,3 +118,33 @@ def test_a_corpus_folder_that_is_not_there_is_named_before_any_call(tmp_path: Pa
     assert result.returncode == 2, result.stderr
     assert f"--corpus {missing}" in result.stderr and "no such folder" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.timeout(600)
+async def test_counts_in_the_cli_json_are_numbers(stack: IndexerStack, tmp_path: Path) -> None:
+    # protobuf's JSON mapping writes int64 as strings ("chunks": "18") and leaves zeros out; a
+    # script reading the CLI's JSON needs numbers, and a count of 0 written as 0.
+    source = tmp_path / "mixed"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "mixed_corpus", source)
+    ci = await cli(stack, "index", "ci", "--corpus", str(source), "--library", "mixed", "--version", "1.0")
+    assert ci.returncode == 0, ci.stderr
+    build = json.loads(ci.stdout)["build"]
+    assert isinstance(build["chunks"], int) and build["chunks"] > 0
+    assert build["documents"] > 0 and build["embedded"] == build["chunks"] and build["reused_vectors"] == 0
+
+    again = json.loads((await cli(stack, "index", "build", "--corpus", CORPUS)).stdout)
+    assert again["reused_existing"] is True and again["embedded"] == 0 and again["chunks"] == build["chunks"]
+
+    status = json.loads((await cli(stack, "index", "status", "--corpus", CORPUS)).stdout)
+    (version,) = status["versions"]
+    assert version["chunks"] == build["chunks"] and version["documents"] == build["documents"]
+    assert status["in_progress"] == []
+
+    verified = json.loads((await cli(stack, "corpus", "verify", "--corpus", CORPUS)).stdout)
+    assert verified["ok"] is True and verified["checked"] > 0 and verified["drift"] == []
+    (source / "guide" / "extra.md").write_text("# Extra\n\nA page added after the build.\n", encoding="utf-8")
+    second = json.loads((await cli(stack, "index", "ci", "--corpus", CORPUS)).stdout)["build"]["index_version"]
+    diff = json.loads((await cli(stack, "index", "diff", "--corpus", CORPUS, "--from", build["index_version"],
+                                 "--to", second)).stdout)
+    assert isinstance(diff["unchanged"], int) and diff["unchanged"] > 0 and diff["from_chunks"] == build["chunks"]
+    assert diff["to_chunks"] == build["chunks"] + 1 and diff["from_documents"] + 1 == diff["to_documents"]

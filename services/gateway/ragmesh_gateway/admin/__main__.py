@@ -87,10 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     create.set_defaults(operation=_create)
     revoke = token.add_parser("revoke", help="revoke a token by its id")
-    revoke.add_argument("token_id")
+    revoke.add_argument("token_id", help="the token's id (`token create` and `token list` print it)")
     revoke.set_defaults(operation=_revoke)
     listed = token.add_parser("list", help="tokens (never their secrets)")
-    listed.add_argument("--client", default=None)
+    listed.add_argument("--client", default=None, help="only this client's tokens (default: all)")
     listed.add_argument("--active", action="store_true", help="leave out revoked tokens")
     listed.set_defaults(operation=_list_tokens)
 
@@ -102,11 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("revoke", _revoke_grant, "take that access away"),
     ):
         p = access.add_parser(name, help=helptext)
-        p.add_argument("--client", required=True)
-        p.add_argument("--corpus", required=True)
+        p.add_argument("--client", required=True, help="client id (as given to `token create`)")
+        p.add_argument("--corpus", required=True, help="corpus id (library@version)")
         p.set_defaults(operation=operation)
     grants = access.add_parser("list", help="grants, of one client or all")
-    grants.add_argument("--client", default=None)
+    grants.add_argument("--client", default=None, help="only this client's grants (default: all)")
     grants.set_defaults(operation=_list_grants)
     return parser
 

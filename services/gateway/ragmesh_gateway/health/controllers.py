@@ -7,6 +7,7 @@ from litestar.di import Provide
 from litestar.openapi import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ragmesh_gateway.health import metrics as health_metrics
 from ragmesh_gateway.health.schemas import LiveResponse, ReadyResponse
 from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.web.dependencies import provide_readiness
@@ -31,6 +32,7 @@ class HealthController(Controller):
     )
     async def ready(self, readiness: ReadinessService) -> Response[ReadyResponse]:
         result = await readiness.check()
+        health_metrics.publish(result)
         body = ReadyResponse(
             status=result.status,
             checks=result.checks,
@@ -42,5 +44,6 @@ class HealthController(Controller):
         return Response(body, status_code=200 if result.ready else 503)
 
     @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=False)
-    async def metrics(self) -> Response[bytes]:
+    async def metrics(self, readiness: ReadinessService) -> Response[bytes]:
+        health_metrics.publish(await readiness.check())
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
