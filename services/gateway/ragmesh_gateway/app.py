@@ -34,7 +34,7 @@ from ragmesh_gateway.settings import GatewaySettings, get_settings
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_response
 from ragmesh_gateway.web.openapi_contract import RequestContractPlugin, complete_document
-from ragmesh_gateway.web.request_context import RequestContextMiddleware
+from ragmesh_gateway.web.request_context import RequestContextMiddleware, note_span
 
 log = logging.getLogger("ragmesh.gateway")
 
@@ -46,8 +46,12 @@ Errors always answer `{code, message, request_id}` with a stable `code`."""
 
 
 def _request_id_on_span(span: Any, scope: Any) -> None:
+    """The request id on the server span (how `ragmesh trace` and Tempo find a request's trace), and
+    the span's ids for the access log line."""
     if span is not None and span.is_recording():
         span.set_attribute("ragmesh.request_id", scope.get("state", {}).get("request_id", ""))
+    if span is not None:
+        note_span(scope, span)
 
 
 def openapi_config() -> OpenAPIConfig:
