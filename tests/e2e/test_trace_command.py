@@ -80,14 +80,21 @@ def test_trace_prints_the_tree_of_one_chat_request_across_every_service(mesh, ch
     assert tree["trace_id"] in lines[0] and chat["request_id"] in lines[0]
     (root,) = tree["spans"]
     assert root["service"] == "ragmesh-gateway" and root["operation"] == "POST /api/rag/v1/chat/stream"
-    body = [line for line in lines if "ragmesh-" in line]
-    assert len(body) == tree["span_count"] == sum(1 for _ in walk(tree["spans"]))
+    assert tree["span_count"] == sum(1 for _ in walk(tree["spans"]))
+    # One line per span, in the tree's order, indented by depth, with duration and status; the ASGI
+    # middleware's span per streamed chunk only with --all.
+    shown = [(depth, node) for depth, node in walk(tree["spans"]) if "asgi.event.type" not in node["attributes"]]
+    hidden = tree["span_count"] - len(shown)
+    assert hidden > 0 and f"({hidden} ASGI send/receive spans not shown; --all shows them)" in lines[0]
+    body = lines[2:]
+    assert len(body) == len(shown)
     for service in SERVICES:
-        assert any(service in line for line in body), service
-    # One line per span, in the tree's order, indented by depth, with duration and status.
-    for line, (depth, node) in zip(body, walk(tree["spans"])):
-        assert f"{'  ' * depth}{node['service']} " in line and node["operation"] in line, line
-        assert f"{node['duration_ms']:.1f}" in line and (" ok " in line or " ERROR" in line), line
+        assert any(f"  {service}  " in line for line in body), service
+    for line, (depth, node) in zip(body, shown):
+        assert f"  {'  ' * depth}{node['service']}  {node['kind'].lower()}  {node['operation']}" in line, line
+        assert f"{node['duration_ms']:.1f}" in line and (" ok " in line or " ERROR " in line), line
+    every = ragmesh("trace", chat["request_id"], "--all", "--state-dir", str(mesh.state_dir))
+    assert len(every.stdout.splitlines()) == 2 + tree["span_count"]
 
 
 def test_the_json_tree_has_numbers_and_children_in_start_order(chat) -> None:
@@ -102,11 +109,18 @@ def test_the_json_tree_has_numbers_and_children_in_start_order(chat) -> None:
         assert starts == sorted(starts), node["operation"]
         for child in node["children"]:
             assert child["parent_id"] == node["span_id"]
-    # The model runtime's spans sit under the service that called it.
-    for _, node in walk(tree["spans"]):
-        if node["service"] in ("ragmesh-retrieval", "ragmesh-rerank", "ragmesh-generation") and node["kind"] == "SERVER":
-            below = {n["service"] for _, n in walk(node["children"])}
-            assert "ragmesh-runtime" in below, node["operation"]
+    # The model runtime's spans sit under the call that needed the model.
+    servers = {node["operation"]: node for _, node in walk(tree["spans"]) if node["kind"] == "SERVER"}
+    for call in ("/ragmesh.v1.Retrieval/Search", "/ragmesh.v1.Rerank/Rerank", "/ragmesh.v1.Generation/Generate"):
+        below = {n["service"] for _, n in walk(servers[call]["children"])}
+        assert "ragmesh-runtime" in below, call
+
+
+def test_an_answered_request_has_no_error_span(chat) -> None:
+    # The generation service's model call used to end ERROR ("StopAsyncIteration") on every answer.
+    errors = [(n["service"], n["operation"], n.get("status_message")) for _, n in walk(chat["tree"]["spans"])
+              if n["status"] == "ERROR"]
+    assert errors == []
 
 
 def test_trace_last_shows_the_latest_request(mesh, chat) -> None:

@@ -93,6 +93,28 @@ def test_the_tree_is_indented_by_depth_with_children_in_start_order(state: Path,
     ]
 
 
+def test_the_asgi_spans_of_each_message_are_left_out_unless_all(state: Path, capsys) -> None:
+    sid = TRACE[:12]
+    chunks = [span("runtime", "POST /embed http send", f"{sid}{n:04x}", f"{sid}0006", 4.0 + (n - 0x20), 0.1,
+                   asgi__event__type="http.response.body") for n in (0x20, 0x21)]
+    write_spans(spans_file(state), chat_request() + chunks)
+    code, out, _ = run(capsys, "req-1", "--state-dir", str(state))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == (f"trace {TRACE}  request req-1  8 spans  120.0 ms  (2 ASGI send/receive spans not "
+                        "shown; --all shows them)")
+    assert len(lines) == 2 + 6 and not any("http send" in line for line in lines)
+    code, out, _ = run(capsys, "req-1", "--all", "--state-dir", str(state))
+    lines = out.splitlines()
+    assert lines[0] == f"trace {TRACE}  request req-1  8 spans  120.0 ms" and len(lines) == 2 + 8
+    assert lines[6:8] == [
+        "       4.0          0.1  ok              ragmesh-runtime  internal  POST /embed http send",
+        "       5.0          0.1  ok              ragmesh-runtime  internal  POST /embed http send",
+    ]
+    code, out, _ = run(capsys, "req-1", "--json", "--state-dir", str(state))
+    assert json.loads(out)["span_count"] == 8  # machines get every span
+
+
 def test_json_is_the_same_tree_with_numbers_as_numbers(state: Path, capsys) -> None:
     write_spans(spans_file(state), chat_request())
     code, out, _ = run(capsys, "req-1", "--json", "--state-dir", str(state))
