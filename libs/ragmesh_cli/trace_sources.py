@@ -131,7 +131,8 @@ class TempoSource:
             resp = httpx.get(self.url + path, params=params, timeout=self.timeout,
                              headers={"Accept": "application/json"})
         except httpx.HTTPError as exc:
-            raise TraceLookupError(f"Tempo unreachable at {self.url} ({type(exc).__name__})", EXIT_UNAVAILABLE) from None
+            raise TraceLookupError(f"Tempo unreachable at {self.url} ({type(exc).__name__})",
+                                   EXIT_UNAVAILABLE) from None
         if resp.status_code == 404:
             return None
         if resp.status_code != 200:

@@ -64,7 +64,8 @@ def test_the_embedding_and_rerank_client_sends_traceparent_and_request_id() -> N
 
 def test_the_chat_client_sends_traceparent_and_request_id() -> None:
     recorder = Recorder()
-    client = ChatClient("http://runtime/v1", "", http_client=httpx.AsyncClient(transport=httpx.MockTransport(recorder)))
+    http = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
+    client = ChatClient("http://runtime/v1", "", http_client=http)
     trace_id = asyncio.run(in_request("req-chat", client.resolve_model))
     (headers,) = recorder.headers
     assert headers["x-request-id"] == "req-chat"

@@ -103,7 +103,8 @@ def test_several_processes_rotating_keep_whole_lines_and_the_cap(tmp_path: Path)
     kept = lines_of(backup) + lines_of(path)  # both parse line by line
     assert kept
     for w in range(3):  # what is kept of each writer is in the order it wrote it, oldest file first
-        order = [tuple(map(int, r["name"].split("-b")[1].split("-"))) for r in kept if r["service"] == f"writer-{w}"]
+        mine = [r["name"] for r in kept if r["service"] == f"writer-{w}"]
+        order = [tuple(map(int, name.split("-b")[1].split("-"))) for name in mine]
         assert order == sorted(order)
 
 

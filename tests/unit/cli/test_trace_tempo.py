@@ -86,7 +86,8 @@ class FakeTempo:
             if not rid and not (latest and carriers):
                 continue
             root = next(s for s in spans if s.parent is None)
-            found.append({"traceID": trace_id.lstrip("0"), "rootServiceName": root.resource.attributes["service.name"],
+            found.append({"traceID": trace_id.lstrip("0"),
+                          "rootServiceName": root.resource.attributes["service.name"],
                           "rootTraceName": root.name, "startTimeUnixNano": str(root.start_time),
                           "durationMs": (root.end_time - root.start_time) // 1_000_000})
         return found
