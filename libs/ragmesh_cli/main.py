@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from ragmesh_cli import admin_commands, commands, corpus_commands
+from ragmesh_cli import trace_commands
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_AUTH, EXIT_NO_EVIDENCE, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5
 
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=commands.cmd_index_status)
     corpus_commands.register(sub, isub)  # corpus add|verify, index diff, progress for index build|ci
     admin_commands.register(sub, _http_options)  # token, access, mcp
+    trace_commands.register(sub)  # trace
     return p
 
 

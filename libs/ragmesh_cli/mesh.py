@@ -7,6 +7,9 @@ several meshes (a developer's `make run` and the test suite) can run side by sid
 Qdrant's local mode can be opened by one process only: the retrieval process owns the storage and
 serves the VectorStore gRPC service that the indexer writes through.
 
+Every process appends its spans to ``<state>/traces/spans.jsonl`` (ragmesh_common.span_file), which
+`ragmesh trace` reads.
+
 Children never outlive the process that started them: on Linux each asks the kernel for SIGTERM
 when its parent dies (``PR_SET_PDEATHSIG``), so a ``ragmesh up`` (or a test) killed with SIGKILL
 leaves no orphaned services holding ports and storage locks.
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragmesh_common.settings import DEFAULT_PORTS, METRICS_PORTS
+from ragmesh_common.span_file import default_span_file
 
 # Where `ragmesh up` serves its own metrics (ragmesh_process_restarts_total), by default.
 SUPERVISOR_METRICS_PORT = 9107
@@ -145,6 +149,10 @@ class Mesh:
         for svc in ("retrieval", "rerank", "generation", "indexer"):
             env[f"RAGMESH_{svc.upper()}_ADDR"] = f"127.0.0.1:{self.ports.port(svc)}"
             env[f"RAGMESH_{svc.upper()}_METRICS_PORT"] = str(self.ports.metrics_port(svc))
+        # Spans go to the state folder unless the caller named another file (or "" for none), so
+        # `ragmesh trace` can show any request without a collector; OTLP export is added by
+        # RAGMESH_OTLP_ENDPOINT as in Compose.
+        env.setdefault("RAGMESH_TRACE_FILE", str(default_span_file(self.state_dir)))
         env.update(self.extra_env)
         return env
 

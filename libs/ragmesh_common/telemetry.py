@@ -1,11 +1,16 @@
 """Traces, metrics and logs, set up the same way in every process.
 
-- Traces: OpenTelemetry SDK; context crosses HTTP and gRPC through the W3C ``traceparent`` header.
-  Exported over OTLP/gRPC when ``RAGMESH_OTLP_ENDPOINT`` is set, and as JSON lines to
-  ``RAGMESH_TRACE_FILE`` when that is set (used by the end-to-end tests and handy on a laptop).
-  With either one set, the client libraries are instrumented too: httpx (calls to the model
-  runtime, TEI, vLLM: client spans, and the trace continues in the server), redis and asyncpg
-  (one span per command or query, with the statement but never its parameters).
+- Traces: OpenTelemetry SDK; context crosses HTTP and gRPC through the W3C ``traceparent`` header,
+  and the request id through ``X-Request-ID`` (gRPC metadata ``x-request-id``). Exported over
+  OTLP/gRPC when ``RAGMESH_OTLP_ENDPOINT`` is set (Compose, Kubernetes), and as JSON lines to
+  ``RAGMESH_TRACE_FILE`` when that is set: `ragmesh up` sets it to ``<state>/traces/spans.jsonl``
+  (span_file.py), where `ragmesh trace` reads it. With either one set, the client libraries are
+  instrumented too: httpx (calls to the model runtime, TEI, vLLM: client spans, and the trace
+  continues in the server), redis and asyncpg (one span per command or query, with the statement
+  but never its parameters).
+- Calls to model servers carry the trace context and the request id even with no exporter
+  (:func:`propagate_context`), and the runtime binds them (:func:`bind_request_id`), so every
+  process's log lines for one request share its trace id and request id.
 - Logs: one JSON object per line on stderr with service, request_id and trace_id. Callers pass
   ids, hashes, counts and timings only, never query or document text.
 - Metrics: prometheus-client; each process exposes /metrics (see ``rpc.server`` and the gateway).
@@ -18,17 +23,26 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
-import threading
 import time
-from typing import Any, Sequence
+from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from ragmesh_common.settings import env_int
+from ragmesh_common.span_file import DEFAULT_MAX_MB, JsonLinesSpanExporter
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("ragmesh_request_id", default="")
+
+REQUEST_ID_HEADER = "x-request-id"
+# A request id the gateway accepts from a caller (so every one it issues or echoes), and the only
+# kind another process binds to its log context.
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+_WELL_FORMED = re.compile(REQUEST_ID_PATTERN.strip("^$"))
 
 _configured: str | None = None
 _clients_instrumented = False
@@ -68,51 +82,45 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-class JsonLinesSpanExporter(SpanExporter):
-    """Appends finished spans as JSON lines; several processes may share one file."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = []
-        for span in spans:
-            ctx = span.get_span_context()
-            parent = span.parent
-            lines.append(
-                json.dumps(
-                    {
-                        "service": span.resource.attributes.get("service.name"),
-                        "name": span.name,
-                        "kind": span.kind.name,
-                        "trace_id": format(ctx.trace_id, "032x"),
-                        "span_id": format(ctx.span_id, "016x"),
-                        "parent_id": format(parent.span_id, "016x") if parent else None,
-                        "start_ns": span.start_time,
-                        "end_ns": span.end_time,
-                        "status": span.status.status_code.name,
-                        "attributes": {k: _jsonable(v) for k, v in (span.attributes or {}).items()},
-                    }
-                )
-            )
-        data = ("\n".join(lines) + "\n").encode()
-        with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:  # nothing buffered here
-        return None
+def well_formed_request_id(value: str | None) -> bool:
+    return bool(value) and _WELL_FORMED.fullmatch(value) is not None
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return list(value)
+async def propagate_context(request: Any) -> None:
+    """httpx request hook for clients of model servers: the current trace context and request id go
+    with the call. With the httpx instrumentation on, it then replaces ``traceparent`` with its
+    client span's; without it (no exporter configured) the server still continues this trace."""
+    propagate.inject(request.headers)
+    rid = request_id_var.get()
+    if rid:
+        request.headers[REQUEST_ID_HEADER] = rid
+
+
+def with_request_context(client: Any) -> Any:
+    """An ``httpx.AsyncClient`` whose every call carries the trace context and the request id."""
+    hooks = client.event_hooks
+    if propagate_context not in hooks["request"]:
+        client.event_hooks = {**hooks, "request": [*hooks["request"], propagate_context]}
+    return client
+
+
+def bind_request_id(app: Any) -> Any:
+    """ASGI wrapper binding a caller's well-formed ``X-Request-ID`` to the log context for the request
+    (the runtime's; the gateway issues ids and has its own, web/request_context.py)."""
+
+    async def bound(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        raw = next((v for k, v in scope.get("headers", []) if k.lower() == REQUEST_ID_HEADER.encode()), b"")
+        value = raw.decode("latin-1")
+        token = request_id_var.set(value if well_formed_request_id(value) else "")
+        try:
+            await app(scope, receive, send)
+        finally:
+            request_id_var.reset(token)
+
+    return bound
 
 
 def setup_telemetry(service: str, *, level: str | None = None) -> None:
@@ -139,7 +147,11 @@ def setup_telemetry(service: str, *, level: str | None = None) -> None:
         )
     trace_file = os.environ.get("RAGMESH_TRACE_FILE", "")
     if trace_file:
-        provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(trace_file), schedule_delay_millis=200))
+        max_mb = env_int("RAGMESH_TRACE_FILE_MAX_MB", DEFAULT_MAX_MB)
+        if max_mb < 1:
+            raise SystemExit(f"ragmesh: RAGMESH_TRACE_FILE_MAX_MB={max_mb} must be at least 1")
+        exporter = JsonLinesSpanExporter(trace_file, max_bytes=max_mb * 1024 * 1024)
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
     trace.set_tracer_provider(provider)
     if endpoint or trace_file:
         instrument_clients()

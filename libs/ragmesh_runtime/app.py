@@ -15,7 +15,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
-from ragmesh_common.telemetry import http_server_span_details
+from ragmesh_common.telemetry import bind_request_id, http_server_span_details
 from ragmesh_runtime.http.errors import handle_exception
 from ragmesh_runtime.http.metrics import RuntimeMetrics, metrics_endpoint
 from ragmesh_runtime.http.openai_routes import OpenAiController
@@ -64,6 +64,7 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
         logging_config=None,  # the process's logging is set up once, by ragmesh_common.telemetry
         debug=False,
     )
-    # Outermost, so that routing failures (404/405) are counted too.
-    app.asgi_handler = metrics.middleware(app.asgi_handler)
+    # Outermost, so that routing failures (404/405) are counted too; the caller's request id is
+    # bound for everything inside, so the log lines of a request carry it with its trace id.
+    app.asgi_handler = metrics.middleware(bind_request_id(app.asgi_handler))
     return app

@@ -1,8 +1,9 @@
 """The embedded mesh as real processes, shared by the end-to-end tests of one session.
 
-``mesh``: the embedded default (no auth), with spans in a JSON-lines file. ``observed_mesh``: a
-second mesh configured like compose.core.yml (token auth, rate limits) that exports its spans over
-OTLP to an in-test receiver; started only by the tests that ask for it.
+``mesh``: the embedded default (no auth), with its spans where `ragmesh up` puts them
+(``<state>/traces/spans.jsonl``). ``observed_mesh``: a second mesh configured like compose.core.yml
+(token auth, rate limits) that exports its spans over OTLP to an in-test receiver; started only by
+the tests that ask for it.
 """
 
 from __future__ import annotations
@@ -89,11 +90,9 @@ def e2e_database(pg_url: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def mesh(tmp_path_factory: pytest.TempPathFactory, e2e_database: str, redis_url: str) -> Iterator[Mesh]:
     state = tmp_path_factory.mktemp("mesh-state")
-    trace_file = state / "spans.jsonl"
     extra_env = {
         "RAGMESH_POSTGRES_URL": e2e_database,
         "RAGMESH_REDIS_URL": redis_url,
-        "RAGMESH_TRACE_FILE": str(trace_file),
         "RAGMESH_LOG_LEVEL": "INFO",
     }
     with running_mesh(state, extra_env) as started:

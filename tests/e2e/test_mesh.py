@@ -65,7 +65,7 @@ def test_one_trace_spans_every_service(mesh) -> None:
     result = stream_answer(mesh.gateway_url, "How often do Quokka workers report heartbeats?",
                            headers={"X-Request-ID": rid}, timeout=120)
     assert result["terminal"] and result["terminal"]["event"] == "done"
-    trace_file = Path(mesh.extra_env["RAGMESH_TRACE_FILE"])
+    trace_file = mesh.state_dir / "traces" / "spans.jsonl"  # the embedded default's span file
     wanted = {"ragmesh-gateway", "ragmesh-retrieval", "ragmesh-rerank", "ragmesh-generation"}
     deadline = time.monotonic() + 15
     while True:

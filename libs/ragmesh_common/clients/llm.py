@@ -9,6 +9,7 @@ import httpx
 import openai
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.telemetry import with_request_context
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class ChatClient:
         self.model = model
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=0,
-            http_client=http_client or httpx.AsyncClient(timeout=timeout),
+            http_client=with_request_context(http_client or httpx.AsyncClient(timeout=timeout)),
         )
 
     async def close(self) -> None:

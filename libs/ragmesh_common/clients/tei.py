@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.telemetry import with_request_context
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class TeiClient:
         self._client = client or httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, limits=httpx.Limits(max_keepalive_connections=16)
         )
+        with_request_context(self._client)
         self._info: dict[str, Any] | None = None
 
     async def close(self) -> None:

@@ -40,7 +40,7 @@ from ragmesh_gateway.web.allowed_hosts import AllowedHosts
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_responder
 from ragmesh_gateway.web.openapi_contract import RequestContractPlugin, complete_document
-from ragmesh_gateway.web.request_context import RequestContextMiddleware
+from ragmesh_gateway.web.request_context import RequestContextMiddleware, note_span
 
 log = logging.getLogger("ragmesh.gateway")
 
@@ -52,8 +52,12 @@ Errors always answer `{code, message, request_id}` with a stable `code`."""
 
 
 def _request_id_on_span(span: Any, scope: Any) -> None:
+    """The request id on the server span (how `ragmesh trace` and Tempo find a request's trace), and
+    the span's ids for the access log line."""
     if span is not None and span.is_recording():
         span.set_attribute("ragmesh.request_id", scope.get("state", {}).get("request_id", ""))
+    if span is not None:
+        note_span(scope, span)
 
 
 def openapi_config() -> OpenAPIConfig:

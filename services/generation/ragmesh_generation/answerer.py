@@ -219,7 +219,7 @@ class GroundedAnswerer:
         try:
             try:
                 async with asyncio.timeout_at(deadline):
-                    with trace.use_span(span, end_on_exit=False):
+                    with _current(span):
                         attempt.model = await self._model.model_id()
             except TimeoutError:
                 attempt.fail(RagmeshError(ErrorCode.DEADLINE_EXCEEDED, "generation deadline exceeded"))
@@ -239,7 +239,7 @@ class GroundedAnswerer:
                         if remaining <= 0:
                             raise TimeoutError
                         async with asyncio.timeout(min(limit, remaining)):
-                            with trace.use_span(span, end_on_exit=False):
+                            with _current(span):
                                 delta = await anext(stream)
                     except StopAsyncIteration:
                         break
@@ -304,3 +304,10 @@ class GroundedAnswerer:
 
 def _cut(source: EvidenceSource, max_chars: int) -> EvidenceSource:
     return replace(source, text=source.text[:max_chars]) if len(source.text) > max_chars else source
+
+
+def _current(span: trace.Span):
+    """``span`` as the current span around one await of the model call. What escapes the await is
+    not the span's outcome: StopAsyncIteration is the stream's normal end, and failures are set on
+    the span once, with their error code, when the attempt ends (``_attempt``'s ``finally``)."""
+    return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)

@@ -361,3 +361,39 @@ async def test_each_model_call_is_a_gen_ai_span() -> None:
     assert first["gen_ai.response.finish_reasons"] == ("stop",)
     assert (first["ragmesh.generation.outcome"], second["ragmesh.generation.outcome"]) == ("unverified", "verified")
     assert second["ragmesh.generation.attempt"] == 2
+
+
+async def test_a_call_that_ends_normally_is_not_an_error_span() -> None:
+    """The end of the model's stream is StopAsyncIteration: it must not mark the call's span ERROR
+    (`ragmesh trace` showed every answered chat request with an ERROR span; issue 15)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    answerer = GroundedAnswerer(ScriptedChatModel(["Port 8080 [S2]."]), SETTINGS,
+                                span_tracer=provider.get_tracer("test"))
+    events = [e async for e in answerer.answer(request(), time_remaining=None)]
+    assert events[-1].answer_status is AnswerStatus.ANSWERED
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.UNSET and span.events == ()
+
+
+async def test_a_failed_call_is_an_error_span_with_its_code() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedChatModel([RagmeshError(ErrorCode.UNAVAILABLE, "gone")])
+    answerer = GroundedAnswerer(model, SETTINGS, span_tracer=provider.get_tracer("test"))
+    [e async for e in answerer.answer(request(), time_remaining=None)]
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR and span.status.description == "UNAVAILABLE"
+    assert span.attributes["error.type"] == "UNAVAILABLE"

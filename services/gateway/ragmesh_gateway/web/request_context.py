@@ -8,30 +8,36 @@ otherwise get no request id and no metrics.
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from typing import Any
 
 from ragmesh_common import metrics
-from ragmesh_common.telemetry import request_id_var
+from ragmesh_common.telemetry import REQUEST_ID_HEADER, request_id_var, well_formed_request_id
 
 log = logging.getLogger("ragmesh.gateway.http")
 
-REQUEST_ID_HEADER = "x-request-id"
 # Scope-state key where the rate limiter leaves the RateLimit-* headers for this response.
 RATE_LIMIT_HEADERS = "rate_limit_headers"
-# A request id the gateway accepts from a caller (and so every one it issues or echoes).
-REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-_WELL_FORMED = re.compile(REQUEST_ID_PATTERN.strip("^$"))
+# Scope-state key where the server span's hook (app.py) leaves its trace and span ids: this layer
+# runs outside the span, and its access log line must carry them like every other line.
+SPAN_IDS = "span_ids"
 _QUIET_ROUTES = frozenset({"/health/live", "/health/ready", "/metrics"})
 
 
 def accept_request_id(value: str | None) -> str:
     """The caller's id when it is safe to echo and log, else a fresh one."""
-    if value and _WELL_FORMED.fullmatch(value):
+    if value and well_formed_request_id(value):
         return value
     return uuid.uuid4().hex
+
+
+def note_span(scope: Any, span: Any) -> None:
+    """Remember the request's server span for the access log line."""
+    ctx = span.get_span_context()
+    if ctx.is_valid:
+        scope.setdefault("state", {})[SPAN_IDS] = {"trace_id": format(ctx.trace_id, "032x"),
+                                                   "span_id": format(ctx.span_id, "016x")}
 
 
 def request_id_of(scope: Any) -> str:
@@ -98,6 +104,7 @@ class RequestContextMiddleware:
                 "request",
                 extra={
                     "fields": {
+                        **scope.get("state", {}).get(SPAN_IDS, {}),
                         "method": method,
                         "route": route,
                         "status": status,
