@@ -327,7 +327,7 @@ def test_the_examples_of(page: str, request: pytest.FixtureRequest, tmp_path: Pa
                 (Path(record) / name).write_text(
                     f"exit {outcome.exit_code} in {outcome.seconds:.1f} s\n--- stdout\n{outcome.page_stdout}"
                     f"--- stderr\n{outcome.page_stderr}", encoding="utf-8")
-    print(f"{page}: {sessions} sessions run ({ran} commands), {len(skipped)} skipped; "
+    print(f"{page}: {sessions} session(s) run ({ran} commands), {len(skipped)} skipped; "
           f"the other blocks: {summary(b for b in blocks if b.kind != 'session')}")
     assert not reports, (f"{len(reports)} example(s) of {page} differ from what they print today:\n\n"
                          + "\n\n".join(reports))
