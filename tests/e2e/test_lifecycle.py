@@ -74,20 +74,25 @@ def _listening(pid: int) -> set[int]:
         return set()
 
 
-def start_up(state: Path) -> Up:
+def start_up(state: Path, logs: Path) -> Up:
     ports = MeshPorts.free_block()
-    log = state.parent / f"{state.name}-up-{time.time_ns()}.log"
+    log = logs / f"up-{time.time_ns()}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "ragmesh_cli.main", "up", "--state-dir", str(state), "--port-base", str(ports.base)],
             stdout=out, stderr=subprocess.STDOUT, env=_env(state), stdin=subprocess.DEVNULL,
         )
     up = Up(process, log, ports)
-    deadline = time.monotonic() + 300
-    while SERVING not in up.stderr():
-        assert process.poll() is None, f"ragmesh up exited {process.returncode}:\n{up.stderr()}"
-        assert time.monotonic() < deadline, up.stderr()
-        time.sleep(0.5)
+    deadline = time.monotonic() + 240
+    try:
+        while SERVING not in up.stderr():
+            assert process.poll() is None, f"ragmesh up exited {process.returncode}:\n{up.stderr()}"
+            assert time.monotonic() < deadline, up.stderr()
+            time.sleep(0.5)
+    except BaseException:
+        process.kill()  # its children follow it (parent-death signal); the fixture's `down` does the rest
+        process.wait()
+        raise
     # Everything it started, found from the outside: its children, and the embedded stores (with
     # PostgreSQL's own backends), through the pid files they keep in the state folder.
     up.pids = {p.pid for p in psutil.Process(process.pid).children(recursive=True)}
@@ -124,8 +129,13 @@ def assert_nothing_left(up: Up) -> None:
     assert not held, f"ports still held after ragmesh down: {held}"
 
 
-def test_ctrl_c_then_down_leaves_no_process_and_no_port(state: Path) -> None:
-    up = start_up(state)
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("up-logs")
+
+
+def test_ctrl_c_then_down_leaves_no_process_and_no_port(state: Path, logs: Path) -> None:
+    up = start_up(state, logs)
     gateway = f"http://127.0.0.1:{up.ports.port('gateway')}"
     try:
         banner = up.stderr()
@@ -157,8 +167,8 @@ def test_ctrl_c_then_down_leaves_no_process_and_no_port(state: Path) -> None:
     assert_nothing_left(up)
 
 
-def test_sigkill_then_down_leaves_no_process_and_no_port(state: Path) -> None:
-    up = start_up(state)
+def test_sigkill_then_down_leaves_no_process_and_no_port(state: Path, logs: Path) -> None:
+    up = start_up(state, logs)
     up.process.kill()
     up.process.wait()
     down = ragmesh(state, "down", "--state-dir", str(state))
