@@ -71,5 +71,14 @@ lock: $(STAMP)
 	  $(BIN)/uv pip compile -q $$spec -c requirements.lock -o $${spec%.in}.lock --generate-hashes --python-version 3.11 || exit 1; \
 	done
 
+# Stops the mesh first (`ragmesh down`: services, embedded PostgreSQL and Redis), so no server is left
+# running on a deleted data folder; keeps the state folder when it cannot stop it.
 clean:
+	@if [ -d .ragmesh-state ]; then \
+	  if [ -x $(BIN)/ragmesh ]; then \
+	    $(BIN)/ragmesh down --state-dir .ragmesh-state >/dev/null || { echo "make clean: .ragmesh-state kept: ragmesh down failed"; exit 1; }; \
+	  else \
+	    echo "make clean: .ragmesh-state kept: without $(VENV) nothing can stop what runs from it (make setup, then make clean)"; exit 1; \
+	  fi; \
+	fi
 	rm -rf $(VENV) libs/gen .ragmesh-state .pytest_cache $(NPM_TOOLS)/node_modules

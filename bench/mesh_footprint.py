@@ -33,8 +33,9 @@ def peak_rss_mib(pid: int) -> float:
 def main() -> int:
     import asyncpg  # noqa: F401 - fail early when the venv is incomplete
 
-    from ragmesh_cli.commands import _wait_ready, stream_answer
+    from ragmesh_cli.commands import stream_answer
     from ragmesh_cli.mesh import Mesh, MeshPorts
+    from ragmesh_cli.mesh_commands import _wait_ready
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpus", default=str(ROOT / "docs"))

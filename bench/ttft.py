@@ -121,8 +121,8 @@ def via_runtime(client: httpx.Client, runtime: str, messages: list[dict[str, str
 
 
 def start_mesh(args):
-    from ragmesh_cli.commands import _wait_ready
     from ragmesh_cli.mesh import Mesh, MeshPorts
+    from ragmesh_cli.mesh_commands import _wait_ready
 
     import asyncio
 

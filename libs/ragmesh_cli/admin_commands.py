@@ -5,6 +5,10 @@ The CLI must not import a service (tests/unit/test_layering.py), so these comman
 ``python -m ragmesh_gateway.admin`` as a child process with the same arguments and environment
 (``RAGMESH_POSTGRES_URL``, ``RAGMESH_GATEWAY_DB_SCHEMA``). The admin entry point owns the argument
 grammar, the JSON on stdout and the exit codes; the CLI passes all three through unchanged.
+
+Without ``RAGMESH_POSTGRES_URL`` the embedded PostgreSQL that `ragmesh up` runs is found from the
+state folder (``$RAGMESH_STATE_DIR``, else ``.ragmesh-state``), so a newcomer's `ragmesh token create`
+works in the folder where `make run` serves.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 ADMIN_MODULE = "ragmesh_gateway.admin"
+POSTGRES_URL = "RAGMESH_POSTGRES_URL"
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
@@ -42,9 +47,39 @@ def cmd_admin(args) -> int:
         print(f"ragmesh: `{args.admin_command}` needs the gateway package ({ADMIN_MODULE}) installed",
               file=sys.stderr)
         return EXIT_FAIL
+    env = dict(os.environ)
+    if not _wants_help(args.admin_args) and not env.get(POSTGRES_URL) and not env.get(f"{POSTGRES_URL}_FILE"):
+        url = embedded_postgres_url()
+        if not url:
+            return EXIT_USAGE
+        env[POSTGRES_URL] = url
     command = [sys.executable, "-m", ADMIN_MODULE, args.admin_command, *args.admin_args]
     # stdin is closed: the admin never prompts, and a TTY must not make it try.
-    return subprocess.run(command, stdin=subprocess.DEVNULL, env=dict(os.environ)).returncode
+    return subprocess.run(command, stdin=subprocess.DEVNULL, env=env).returncode
+
+
+def _wants_help(admin_args: list[str]) -> bool:
+    return not admin_args or any(a in ("-h", "--help") for a in admin_args)
+
+
+def embedded_postgres_url() -> str:
+    """The URL of the embedded PostgreSQL serving from the state folder, or "" after saying why."""
+    from pathlib import Path
+
+    from ragmesh_common import infra
+
+    state = Path(os.environ.get("RAGMESH_STATE_DIR") or ".ragmesh-state").resolve()
+    running = infra.running_postgres(state)
+    if running is not None:
+        return infra.postgres_url_for(running[1])
+    if (state / "postgres" / "data").is_dir():
+        why = f"the embedded PostgreSQL of {state} is not running; start the mesh with `ragmesh up --state-dir {state}`"
+    else:
+        why = (f"no embedded PostgreSQL under {state} (start one with `ragmesh up --state-dir {state}`, "
+               "or set RAGMESH_STATE_DIR to the state folder of the running mesh)")
+    print(f"ragmesh: {POSTGRES_URL} is not set and {why}; tokens and grants live in PostgreSQL",
+          file=sys.stderr)
+    return ""
 
 
 def cmd_mcp(args) -> int:

@@ -5,16 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-
-from ragmesh_cli.mesh import Mesh, MeshPorts
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_AUTH, EXIT_NO_EVIDENCE, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5
 
@@ -248,100 +243,3 @@ def cmd_index_status(args) -> int:
 
 def _actor() -> str:
     return os.environ.get("RAGMESH_ACTOR") or os.environ.get("USER") or "cli"
-
-
-# ---------------------------------------------------------------- up
-
-def cmd_up(args) -> int:
-    from ragmesh_cli import corpus_commands  # imports this module: import here, not at the top
-    from ragmesh_common import infra
-
-    state = Path(args.state_dir or os.environ.get("RAGMESH_STATE_DIR") or ".ragmesh-state").resolve()
-    state.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    extra = {
-        "RAGMESH_POSTGRES_URL": os.environ.get("RAGMESH_POSTGRES_URL") or infra.ensure_postgres(state),
-        "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL") or infra.ensure_redis(state),
-    }
-    mesh = Mesh(state_dir=state, ports=MeshPorts(args.port_base), extra_env=extra)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        mesh.start(log=err)
-        for name, endpoint in mesh.endpoints().items():
-            err(f"  {name:<10} {endpoint}")
-        for folder in args.corpus:
-            ns = argparse_namespace(corpus=folder, source=folder, library=args.library, version="",
-                                    visibility="public", force=False, reason="ragmesh up",
-                                    addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
-            if corpus_commands.cmd_index_ci(ns) != EXIT_OK:
-                err(f"indexing {folder} failed")
-                return EXIT_FAIL
-        _wait_ready(mesh.gateway_url, timeout=60)
-        err(f"ready in {time.monotonic() - started:.1f}s — gateway {mesh.gateway_url}")
-        if args.ask:
-            result = stream_answer(mesh.gateway_url, args.ask, headers={}, timeout=120)
-            _print_answer(args.ask, result)
-        if args.exit_after_ask:
-            return EXIT_OK
-        err("serving; Ctrl-C to stop")
-        return _supervise(mesh, stop)
-    finally:
-        err("stopping")
-        mesh.stop()
-
-
-def _supervise(mesh: Mesh, stop: threading.Event) -> int:
-    """Restart children that exit (ragmesh_cli.supervisor) until Ctrl-C, or until one keeps crashing."""
-    from prometheus_client import start_http_server
-
-    port = mesh.ports.supervisor_metrics_port()
-    try:
-        start_http_server(port, addr="127.0.0.1")
-        err(f"  {'supervisor':<10} http://127.0.0.1:{port}/metrics (ragmesh_process_restarts_total)")
-    except OSError as exc:  # metrics are a courtesy: a taken port must not stop the mesh
-        err(f"supervisor metrics not served: port {port} ({exc.strerror})")
-    supervisor = mesh.supervisor(log=err)
-    while not stop.wait(0.5):
-        gave_up = supervisor.check()
-        if gave_up:
-            err(f"{gave_up}; stopping the mesh")
-            return EXIT_FAIL
-    return EXIT_OK
-
-
-def argparse_namespace(**kwargs):
-    import argparse
-
-    return argparse.Namespace(**kwargs)
-
-
-def _wait_ready(gateway_url: str, *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            resp = httpx.get(gateway_url + "/health/ready", timeout=5)
-            if resp.status_code == 200:
-                return
-            last = resp.text[:300]
-        except httpx.HTTPError as exc:
-            last = type(exc).__name__
-        time.sleep(0.5)
-    raise RuntimeError(f"gateway not ready after {timeout:.0f}s: {last}")
-
-
-def _print_answer(question: str, result: dict) -> None:
-    terminal = result.get("terminal") or {}
-    print(f"Q: {question}")
-    if terminal.get("event") == "error":
-        print(f"error: {terminal.get('code')}: {terminal.get('message', '')}")
-        return
-    print(f"A: {result['answer'].strip()}")
-    print(f"   [{terminal.get('answer_status', '?')}; index {result['meta'].get('index_version', '?')}]")
-    for src in result.get("sources", []):
-        lines = src.get("source_lines") or []
-        where = f"lines {lines[0]}-{lines[1]}" if len(lines) == 2 else f"page {src.get('page')}"
-        print(f"   [{src.get('source_id')}] {src.get('url')} — {' > '.join(src.get('heading_path', []))} ({where})")
-    sys.stdout.flush()

@@ -1,4 +1,4 @@
-"""`ragmesh corpus add|verify` and the indexer commands that report progress or compare versions:
+"""`ragmesh corpus add|verify|remove` and the indexer commands that report progress or compare versions:
 `ragmesh index build|ci|diff`.
 
 All of them talk to the indexer over gRPC; none imports the indexer (the CLI is a lib). While a
@@ -311,6 +311,36 @@ def cmd_corpus_verify(args) -> int:
     return _run(run())
 
 
+def cmd_corpus_remove(args) -> int:
+    """Retire every version of a corpus and delete what served it; --dry-run only says what."""
+    from ragmesh.v1 import indexer_pb2
+
+    async def run() -> int:
+        async with IndexerClient(args) as indexer:
+            reply = await indexer.call("Remove", indexer_pb2.RemoveRequest(
+                corpus=args.corpus, dry_run=args.dry_run, actor=_actor(), reason=args.reason or "corpus remove"))
+        versions = [{"index_version": v.index_version, "state": v.state, "collection": v.collection,
+                     "chunks": v.chunks, "collection_exists": v.collection_exists} for v in reply.versions]
+        for v in versions:
+            err(f"  {v['index_version']} ({v['state']}, {_chunks(v['chunks'])}): collection {v['collection']}"
+                + ("" if v["collection_exists"] else " (already gone)"))
+        count = f"{len(versions)} version{'s' if len(versions) != 1 else ''}"
+        alias = [f"alias {reply.alias}"] if reply.alias_existed else []
+        if reply.dry_run:
+            err(f"dry run: would remove {reply.corpus}: {', '.join([count, *alias])}; nothing changed")
+        else:
+            deleted = len(reply.collections_deleted)
+            gone = [f"{count} retired", *(f"{a} deleted" for a in alias),
+                    f"{deleted} collection{'s' if deleted != 1 else ''} deleted"]
+            err(f"removed {reply.corpus}: {', '.join(gone)}; its manifests are kept")
+        emit({"corpus": reply.corpus, "dry_run": reply.dry_run, "alias": reply.alias,
+              "alias_existed": reply.alias_existed, "versions": versions,
+              "collections_deleted": list(reply.collections_deleted)})
+        return EXIT_OK
+
+    return _run(run())
+
+
 # ---------------------------------------------------------------- stderr reports
 
 def _say_built(built) -> None:
@@ -384,7 +414,8 @@ def register(sub, index_sub) -> None:
     _grpc_options(d)
     d.set_defaults(func=cmd_index_diff)
 
-    corpus = sub.add_parser("corpus", help="add a corpus, or verify its files against the active version")
+    corpus = sub.add_parser("corpus", help="add a corpus, verify its files against the active version, "
+                                           "or remove it")
     csub = corpus.add_subparsers(dest="corpus_command", required=True, parser_class=sub._parser_class)
     add = csub.add_parser("add", help="scan, check and build a candidate; prints the promote command")
     add.add_argument("--library", required=True, help="library name; the corpus id is library@version")
@@ -406,6 +437,13 @@ def register(sub, index_sub) -> None:
     verify.add_argument("--corpus", required=True, help="corpus id (library@version)")
     _grpc_options(verify)
     verify.set_defaults(func=cmd_corpus_verify)
+    remove = csub.add_parser("remove", help="retire every index version of a corpus and delete its alias and "
+                                            "collections, so nothing of it is served any more")
+    remove.add_argument("corpus", metavar="CORPUS", help="corpus id (library@version)")
+    remove.add_argument("--dry-run", action="store_true", help="say what would be removed; change nothing")
+    remove.add_argument("--reason", default="", help="recorded in the registry's audit trail")
+    _grpc_options(remove)
+    remove.set_defaults(func=cmd_corpus_remove)
 
 
 def _grpc_options(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
 """`ragmesh` — the command line for people, agents and CI.
 
 stdout carries only contract JSON (or the answer text with `up --ask`); diagnostics go to stderr.
-Exit codes: 0 ok, 2 bad arguments, 3 auth failure, 4 no evidence, 5 unavailable, 1 other failure.
+Exit codes: 0 ok, 2 bad arguments (a state folder that is not ragmesh's included), 3 auth failure,
+4 no evidence, 5 unavailable (for `up`: a port or the state folder in use), 1 other failure.
 Never prompts.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragmesh_cli import admin_commands, commands, corpus_commands
+from ragmesh_cli import admin_commands, commands, corpus_commands, mesh_commands
 from ragmesh_cli import trace_commands
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_AUTH, EXIT_NO_EVIDENCE, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5
@@ -34,7 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
     up.add_argument("--port-base", type=int, default=None, help="consecutive ports from here (default: documented)")
     up.add_argument("--exit-after-ask", action="store_true", help="stop the mesh after answering --ask")
-    up.set_defaults(func=commands.cmd_up)
+    up.set_defaults(func=mesh_commands.cmd_up)
+
+    down = sub.add_parser("down", help="stop everything `ragmesh up` started under a state folder, "
+                                       "the embedded PostgreSQL and Redis included")
+    down.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
+    down.set_defaults(func=mesh_commands.cmd_down)
 
     for name, helptext in (("search", "search the knowledge base"), ("answer", "ask a grounded question")):
         c = sub.add_parser(name, help=helptext)

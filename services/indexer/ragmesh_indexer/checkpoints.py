@@ -42,6 +42,8 @@ CHECKPOINTS: dict[str, str] = {
     "promote-committed": "the registry says the new version is active; the alias still points at the old one",
     "promote-aliased": "the alias moved; retirement not yet run",
     "rollback-committed": "the registry rolled back; the alias still points at the rolled-back version",
+    # removal (CorpusRemover)
+    "remove-committed": "the registry says the corpus is removed; its alias and collections remain",
 }
 
 FAULT_ENV = "RAGMESH_INDEXER_FAULT_AT"

@@ -12,6 +12,7 @@ from ragmesh_indexer.inspection import CorpusInspector
 from ragmesh_indexer.manifests import FileChange, ManifestFile
 from ragmesh_indexer.promotion import Promoter
 from ragmesh_indexer.registry import CorpusSpec, IndexRegistry
+from ragmesh_indexer.removal import CorpusRemover
 from ragmesh_indexer.validation import Validator
 
 
@@ -37,8 +38,10 @@ def spec_from_proto(msg: indexer_pb2.CorpusSpec) -> CorpusSpec:
 
 class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     def __init__(self, registry: IndexRegistry, builder: IndexBuilder, validator: Validator,
-                 promoter: Promoter, inspector: CorpusInspector) -> None:
+                 promoter: Promoter, inspector: CorpusInspector, remover: CorpusRemover | None = None) -> None:
         self.registry = registry
+        # Removal works on the store promotion swaps aliases in.
+        self.remover = remover or (CorpusRemover(registry, promoter.store) if promoter is not None else None)
         self.builder = builder
         self.validator = validator
         self.promoter = promoter
@@ -133,6 +136,21 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         found = await self.inspector.verify(request.corpus)
         return indexer_pb2.VerifyResponse(corpus=request.corpus, index_version=found.index_version, ok=found.ok,
                                           checked=found.checked, drift=[_change(c) for c in found.diff.changes])
+
+
+    async def Remove(self, request, context):
+        _check_texts(request, "corpus", "actor", "reason")
+        _require(request.corpus, "corpus")
+        async with self._lock(request.corpus):  # after a build of it in this process, never during
+            out = await self.remover.remove(request.corpus, actor=request.actor or "unknown",
+                                            reason=request.reason, dry_run=request.dry_run)
+        return indexer_pb2.RemoveResponse(
+            corpus=out.corpus, dry_run=out.dry_run, alias=out.alias, alias_existed=out.alias_existed,
+            versions=[indexer_pb2.RemovedVersion(index_version=v.index_version, state=v.state,
+                                                 collection=v.collection, chunks=v.chunks,
+                                                 collection_exists=v.collection_exists) for v in out.versions],
+            collections_deleted=out.collections_deleted,
+        )
 
 
 def _file_report(f: ManifestFile) -> indexer_pb2.FileReport:

@@ -231,6 +231,18 @@ class IndexerDouble(indexer_pb2_grpc.IndexerServicer):
             versions=[indexer_pb2.VersionInfo(index_version="v1", state="active")],
         )
 
+    async def Remove(self, request, context):
+        self.requests.append(request)
+        if request.corpus == "missing@0":
+            raise RagmeshError(ErrorCode.NOT_FOUND, f"unknown corpus {request.corpus!r}")
+        collection = f"rm__{request.corpus.replace('@', '-').replace('.', '-')}__v1"
+        return indexer_pb2.RemoveResponse(
+            corpus=request.corpus, dry_run=request.dry_run, alias=collection.rsplit("__", 1)[0], alias_existed=True,
+            versions=[indexer_pb2.RemovedVersion(index_version="v1", state="active", collection=collection, chunks=6,
+                                                 collection_exists=True)],
+            collections_deleted=[] if request.dry_run else [collection],
+        )
+
 
 @dataclass
 class Mesh:

@@ -61,3 +61,16 @@ async def test_admin_refusals_use_the_cli_exit_codes(pg_url: str, schema: str) -
     assert "unknown scope" in unknown_scope.stderr
     assert down.code == UNAVAILABLE and "UNAVAILABLE" in down.stderr
     assert all(r.stdout == "" for r in (unknown_scope, bad_client, missing_option, down))
+
+
+async def test_without_a_url_or_a_running_mesh_the_state_folder_is_named(tmp_path) -> None:
+    # With a mesh serving from the folder, the embedded PostgreSQL is used (tests/e2e/test_lifecycle.py).
+    state = tmp_path / "state"
+    env = {k: v for k, v in gateway_env().items() if k != "RAGMESH_POSTGRES_URL"}
+    env["RAGMESH_STATE_DIR"] = str(state)
+    listed = await ragmesh("token", "list", env=env)
+    assert listed.code == USAGE and listed.stdout == ""
+    assert "RAGMESH_POSTGRES_URL is not set" in listed.stderr and f"ragmesh up --state-dir {state}" in listed.stderr
+    assert "Traceback" not in listed.stderr and not state.exists()
+    helped = await ragmesh("token", "--help", env=env)
+    assert helped.code == 0 and "create" in helped.stdout

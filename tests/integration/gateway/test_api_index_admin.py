@@ -101,3 +101,28 @@ async def test_a_build_may_leave_root_and_visibility_to_the_registry(client: Asy
     assert response.status_code == 200, response.text
     sent = mesh.indexer.requests[-1]
     assert (sent.corpus.root, sent.corpus.visibility) == ("", "")
+
+
+async def test_remove_passes_dry_run_and_reason_and_names_what_goes(client: AsyncTestClient, mesh: Mesh) -> None:
+    dry = await client.post(f"{INDEX}/remove", json={"corpus": "docs@1", "dry_run": True, "reason": "mistake"})
+    assert dry.status_code == 200, dry.text
+    body = dry.json()
+    assert body["dry_run"] is True and body["collections_deleted"] == [] and body["alias_existed"] is True
+    assert body["versions"] == [{"index_version": "v1", "state": "active", "collection": "rm__docs-1__v1",
+                                 "chunks": 6, "collection_exists": True}]
+    sent = mesh.indexer.requests[-1]
+    assert (sent.corpus, sent.dry_run, sent.actor, sent.reason) == ("docs@1", True, "local", "mistake")
+    done = await client.post(f"{INDEX}/remove", json={"corpus": "docs@1"})
+    assert done.status_code == 200 and done.json()["collections_deleted"] == ["rm__docs-1__v1"]
+    unknown = await client.post(f"{INDEX}/remove", json={"corpus": "missing@0"})
+    assert unknown.status_code == 404 and unknown.json()["code"] == "NOT_FOUND"
+
+
+async def test_remove_needs_rag_admin_not_the_index_scopes(mesh: Mesh) -> None:
+    settings = mesh.settings()
+    deps = build_deps(settings)
+    deps.authenticator = StaticAuthenticator(Caller("ci", scopes=frozenset({"rag:index:build", "rag:index:promote"})))
+    async with AsyncTestClient(create_app(settings, deps)) as ci:
+        response = await ci.post(f"{INDEX}/remove", json={"corpus": "docs@1", "dry_run": True})
+    assert response.status_code == 403 and "rag:admin" in response.json()["message"]
+    assert mesh.indexer.requests == []

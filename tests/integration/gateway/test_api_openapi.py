@@ -37,6 +37,7 @@ def test_openapi_covers_every_public_route_and_error_shape() -> None:
         "/api/rag/v1/internal/index/build",
         "/api/rag/v1/internal/index/promote",
         "/api/rag/v1/internal/index/status",
+        "/api/rag/v1/internal/index/remove",
         "/health/live",
         "/health/ready",
     } <= set(document["paths"])

@@ -116,3 +116,18 @@ async def test_corpora_and_stats(client: AsyncTestClient) -> None:
     assert corpora["corpora"][0]["active_index_version"] == "v1"
     stats = (await client.get("/api/rag/v1/stats")).json()
     assert stats["points"] == 6 and stats["store"] == "qdrant-local"
+
+
+async def test_a_pinned_version_is_gone_when_no_corpus_is_served_any_more(mesh: Mesh) -> None:
+    # The last corpus was removed (`ragmesh corpus remove`): the caller reads nothing, so retrieval is
+    # not asked, and a pinned version still answers 410 INDEX_VERSION_GONE as it does with corpora left.
+    from ragmesh_gateway.app import create_app
+
+    mesh.retrieval.corpora = []
+    async with AsyncTestClient(create_app(mesh.settings(corpora=[]))) as client:
+        pinned = await client.post("/api/rag/v1/chunks/batch-get",
+                                   json={"chunk_ids": [chunk_id(1)], "index_version": "v1"})
+        unpinned = await client.post("/api/rag/v1/chunks/batch-get", json={"chunk_ids": [chunk_id(1)]})
+    assert pinned.status_code == 410 and pinned.json()["code"] == "INDEX_VERSION_GONE", pinned.text
+    assert pinned.json()["details"] == {"index_version": "v1"}
+    assert unpinned.status_code == 200 and unpinned.json()["missing"] == [chunk_id(1)]

@@ -26,3 +26,20 @@ async def test_nothing_outside_the_widget_folder_is_served(client: AsyncTestClie
         response = await client.get(path)
         assert response.status_code == 404, path
         assert "GatewaySettings" not in response.text
+
+
+async def test_the_root_sends_a_browser_to_the_widget_and_lists_the_api_for_a_client(
+    client: AsyncTestClient,
+) -> None:
+    # A newcomer opening http://127.0.0.1:8080/ got ROUTE_NOT_FOUND (issue 15).
+    browser = await client.get("/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"},
+                               follow_redirects=False)
+    assert browser.status_code == 303 and browser.headers["location"] == "/widget/"
+    api = await client.get("/", headers={"Accept": "application/json"})
+    assert api.status_code == 200 and api.headers["content-type"].startswith("application/json")
+    links = api.json()
+    assert links["widget"] == "/widget/" and links["openapi"] == "/schema/openapi.json"
+    assert links["ready"] == "/health/ready" and links["search"] == "POST /api/rag/v1/search"
+    for path in (links["widget"], links["openapi"]):
+        assert (await client.get(path)).status_code == 200, path
+    assert (await client.get("/", headers={"Accept": "*/*"})).status_code == 200

@@ -50,6 +50,8 @@ ROUTES: dict[tuple[str, str], tuple[str, dict | None, set[str]]] = {
         "/internal/index/promote", {"corpus": "docs@1", "index_version": "v2"}, {"rag:index:promote"}),
     ("POST", "/internal/index/rollback"): ("/internal/index/rollback", {"corpus": "docs@1"}, {"rag:index:promote"}),
     ("GET", "/internal/index/status"): ("/internal/index/status?corpus=docs@1", None, INDEX_SCOPES),
+    # Removing a corpus takes it from every reader: rag:admin only, not the index scopes.
+    ("POST", "/internal/index/remove"): ("/internal/index/remove", {"corpus": "docs@1", "dry_run": True}, set()),
 }
 
 TOOLS: dict[str, tuple[dict, set[str]]] = {

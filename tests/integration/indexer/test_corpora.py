@@ -192,3 +192,45 @@ async def test_status_shows_the_running_build_from_its_first_file(indexer, tmp_p
     after = await servicer.Status(indexer_pb2.StatusRequest(corpus=V1), None)
     assert list(after.in_progress) == []  # finished: awaiting validation, no longer in progress
     assert [f.chunks > 0 for f in reply.files] == [True, True]
+
+
+class Killed(Exception):
+    pass
+
+
+async def test_removing_a_corpus_leaves_the_others_and_a_removal_cut_short_completes_at_start(
+    indexer, tmp_path: Path
+) -> None:
+    from ragmesh_indexer.removal import CorpusRemover
+
+    one, two = copy_corpus(tmp_path, "one"), copy_corpus(tmp_path, "two")
+    a1 = await ship(indexer, V1, one)
+    b1 = await ship(indexer, V2, two)
+    (one / "guide" / "extra.md").write_text("# Extra\n\nQuokka 1.0 retries failed jobs twice.\n")
+    a2 = await ship(indexer, V1, one)
+
+    plan = await CorpusRemover(indexer.registry, indexer.store).remove(V1, actor="t", reason="", dry_run=True)
+    assert [(v.index_version, v.state) for v in plan.versions] == [(a2, "active"), (a1, "previous")]
+    assert plan.alias == alias_name(V1) and plan.alias_existed and all(v.collection_exists for v in plan.versions)
+    assert plan.collections_deleted == [] and await serving(indexer) == {V1: a2, V2: b1}
+
+    async def die(name: str) -> None:
+        if name == "remove-committed":
+            raise Killed(name)
+
+    with pytest.raises(Killed):  # the process dies between the registry commit and the deletions
+        await CorpusRemover(indexer.registry, indexer.store, checkpoint=die).remove(
+            V1, actor="t", reason="mistake", dry_run=False)
+    with pytest.raises(RagmeshError) as unknown:
+        await indexer.registry.get_corpus(V1)
+    assert unknown.value.code is ErrorCode.NOT_FOUND
+    assert (await serving(indexer))[V1] == a2  # still served until the restart completes the removal
+
+    await CorpusRemover(indexer.registry, indexer.store).sweep()  # what the restarted indexer does first
+    assert await serving(indexer) == {V1: "", V2: b1}
+    for version in (a1, a2):
+        assert not (await indexer.store.get_collection(collection_name(V1, version))).exists
+    assert (await indexer.store.get_collection(collection_name(V2, b1))).exists
+    with pytest.raises(RagmeshError) as again:
+        await CorpusRemover(indexer.registry, indexer.store).remove(V1, actor="t", reason="", dry_run=True)
+    assert again.value.code is ErrorCode.NOT_FOUND

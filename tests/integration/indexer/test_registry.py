@@ -286,3 +286,39 @@ async def test_migrations_apply_once_across_opens(registry, pg_url, clock):
         assert [c.id for c in await registry.list_corpora()] == ["docs"]
     finally:
         await again.close()
+
+
+async def test_removing_a_corpus_retires_every_version_keeps_the_audit_and_allows_a_fresh_start(registry, clock):
+    await new_corpus(registry)
+    await new_corpus(registry, "other")
+    for version in ("v1", "v2"):
+        await validated(registry, version)
+        await registry.promote("docs", version, actor="alice", reason="ship")
+    await registry.create_candidate("docs", "v3", content_hash="c-v3", config_hash="k", collection="rm_docs_v3",
+                                    actor="alice")
+    await registry.set_progress("docs", "v3", "embed", 1, 4)
+    clock.advance(timedelta(minutes=1))
+
+    before = await registry.remove_corpus("docs", actor="bob", reason="indexed by mistake")
+    assert {v.index_version: v.state for v in before} == {
+        "v3": VersionState.CANDIDATE, "v2": VersionState.ACTIVE, "v1": VersionState.PREVIOUS}
+    assert await states(registry) == {v: VersionState.RETIRED for v in ("v1", "v2", "v3")}
+    assert await registry.active_version("docs") is None and await registry.get_progress("docs") == []
+    events = await registry.list_events("docs")
+    assert [(e.index_version, e.from_state, e.to_state, e.actor) for e in events[:3]] == [
+        ("v1", "previous", "retired", "bob"), ("v2", "active", "retired", "bob"), ("v3", "candidate", "retired", "bob")]
+    assert events[0].reason == "indexed by mistake"
+    # Gone for every read and move; the other corpus is untouched.
+    assert [c.id for c in await registry.list_corpora()] == ["other"]
+    assert await registry.removed_corpora() == ["docs"]
+    await expect_error(ErrorCode.NOT_FOUND, registry.get_corpus("docs"))
+    await expect_error(ErrorCode.NOT_FOUND, registry.remove_corpus("docs", actor="bob", reason="again"))
+    await expect_error(ErrorCode.NOT_FOUND, registry.promote("docs", "v2", actor="bob", reason=""))
+    await expect_error(ErrorCode.NOT_FOUND, registry.create_candidate(
+        "docs", "v4", content_hash="c", config_hash="k", collection="rm_docs_v4", actor="bob"))
+    # Building it again registers it afresh: new versions, nothing of the old ones reusable.
+    await new_corpus(registry)
+    assert await registry.removed_corpora() == []
+    assert await registry.find_by_hashes("docs", "c-v2", "k") is None
+    await validated(registry, "v4")
+    assert (await registry.promote("docs", "v4", actor="bob", reason="")).active == "v4"

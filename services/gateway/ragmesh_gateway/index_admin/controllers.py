@@ -1,4 +1,4 @@
-"""Internal index routes: build, promote, rollback, status (admin callers only)."""
+"""Internal index routes: build, promote, rollback, status, remove (admin callers only)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,20 @@ from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access import Caller, RouteClass
 from ragmesh_gateway.index_admin.ports import CorpusSpec
-from ragmesh_gateway.index_admin.presenters import build_response, promote_response, status_response
+from ragmesh_gateway.index_admin.presenters import (
+    build_response,
+    promote_response,
+    remove_response,
+    status_response,
+)
 from ragmesh_gateway.index_admin.schemas import (
     BuildRequest,
     BuildResponse,
     IndexStatusResponse,
     PromoteRequest,
     PromoteResponse,
+    RemoveRequest,
+    RemoveResponse,
     RollbackRequest,
 )
 from ragmesh_gateway.index_admin.service import IndexAdminService
@@ -93,3 +100,13 @@ class IndexAdminController(Controller):
                                          description="Corpus id")],
     ) -> IndexStatusResponse:
         return status_response(await admin.status(corpus, caller), request_id_var.get())
+
+    @post(
+        "/remove",
+        status_code=200,
+        summary="Remove a corpus: retire its versions, delete its alias and collections (rag:admin)",
+        responses=error_responses(400, 401, 403, 404, 413, 415, 422, 429, 503, 504),
+    )
+    async def remove(self, data: RemoveRequest, caller: Caller, admin: IndexAdminService) -> RemoveResponse:
+        result = await admin.remove(data.corpus, dry_run=data.dry_run, reason=data.reason, caller=caller)
+        return remove_response(result, request_id_var.get())

@@ -1,4 +1,4 @@
-"""The indexer as the gateway sees it: build, promote, roll back, report status."""
+"""The indexer as the gateway sees it: build, promote, roll back, report status, remove a corpus."""
 
 from __future__ import annotations
 
@@ -77,6 +77,25 @@ class IndexStatus:
     in_progress: list[BuildProgress] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class RemovedVersion:
+    index_version: str
+    state: str
+    collection: str
+    chunks: int = 0
+    collection_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveResult:
+    corpus: str
+    dry_run: bool
+    alias: str
+    alias_existed: bool = False
+    versions: list[RemovedVersion] = field(default_factory=list)
+    collections_deleted: list[str] = field(default_factory=list)
+
+
 class IndexAdmin(abc.ABC):
     @abc.abstractmethod
     async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
@@ -91,3 +110,6 @@ class IndexAdmin(abc.ABC):
 
     @abc.abstractmethod
     async def status(self, corpus: str) -> IndexStatus: ...
+
+    @abc.abstractmethod
+    async def remove(self, corpus: str, *, dry_run: bool, actor: str, reason: str) -> RemoveResult: ...

@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ragmesh_gateway.index_admin.ports import BuildResult, IndexStatus, PromoteResult
-from ragmesh_gateway.index_admin.schemas import BuildResponse, IndexStatusResponse, PromoteResponse
+from ragmesh_gateway.index_admin.ports import BuildResult, IndexStatus, PromoteResult, RemoveResult
+from ragmesh_gateway.index_admin.schemas import BuildResponse, IndexStatusResponse, PromoteResponse, RemoveResponse
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -29,3 +29,7 @@ def status_response(result: IndexStatus, request_id: str) -> IndexStatusResponse
     return _with_request_id(
         result, IndexStatusResponse, request_id, active_version=result.active_version or None
     )
+
+
+def remove_response(result: RemoveResult, request_id: str) -> RemoveResponse:
+    return _with_request_id(result, RemoveResponse, request_id)

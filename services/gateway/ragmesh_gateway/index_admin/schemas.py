@@ -1,4 +1,4 @@
-"""HTTP contract of the internal index routes (build, promote, rollback, status)."""
+"""HTTP contract of the internal index routes (build, promote, rollback, status, remove)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,30 @@ class IndexStatusResponse(msgspec.Struct, kw_only=True):
     active_version: str | None
     versions: list[VersionView]
     in_progress: list[BuildProgressView]
+
+
+class RemoveRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Take a corpus out of service for good: every index version retired, its alias and collections
+    deleted. Needs rag:admin. Building the corpus again later starts afresh."""
+
+    corpus: CorpusId
+    dry_run: Annotated[bool, Meta(description="Only say what would be removed; change nothing.")] = False
+    reason: Reason = ""
+
+
+class RemovedVersionView(msgspec.Struct, kw_only=True):
+    index_version: str
+    state: Annotated[str, Meta(description="Its state before the removal.")]
+    collection: str
+    chunks: int
+    collection_exists: bool
+
+
+class RemoveResponse(msgspec.Struct, kw_only=True):
+    request_id: str
+    corpus: str
+    dry_run: bool
+    alias: str
+    alias_existed: bool
+    versions: list[RemovedVersionView]
+    collections_deleted: Annotated[list[str], Meta(description="Empty on a dry run.")]

@@ -6,7 +6,14 @@ from __future__ import annotations
 import logging
 
 from ragmesh_gateway.access import Caller
-from ragmesh_gateway.index_admin.ports import BuildResult, CorpusSpec, IndexAdmin, IndexStatus, PromoteResult
+from ragmesh_gateway.index_admin.ports import (
+    BuildResult,
+    CorpusSpec,
+    IndexAdmin,
+    IndexStatus,
+    PromoteResult,
+    RemoveResult,
+)
 from ragmesh_gateway.security.tokens import Scope
 
 log = logging.getLogger("ragmesh.gateway.index_admin")
@@ -40,3 +47,12 @@ class IndexAdminService:
     async def status(self, corpus: str, caller: Caller) -> IndexStatus:
         caller.require(Scope.INDEX_BUILD, Scope.INDEX_PROMOTE)
         return await self._admin.status(corpus)
+
+    async def remove(self, corpus: str, *, dry_run: bool, reason: str, caller: Caller) -> RemoveResult:
+        # Taking a corpus away from every reader is an administrator's call, not an index builder's.
+        caller.require(Scope.ADMIN)
+        log.warning(
+            "corpus removal requested",
+            extra={"fields": {"corpus": corpus, "dry_run": dry_run, "actor": caller.principal}},
+        )
+        return await self._admin.remove(corpus, dry_run=dry_run, actor=caller.principal, reason=reason)

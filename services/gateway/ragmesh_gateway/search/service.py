@@ -168,6 +168,9 @@ class SearchService:
             )
         unique = list(dict.fromkeys(chunk_ids))
         if caller.reads_nothing:
+            if index_version:  # as retrieval answers a version no readable corpus has (removed, say)
+                raise RagmeshError(ErrorCode.INDEX_VERSION_GONE, "that index version is not available",
+                                   {"index_version": index_version})
             return ChunkRead(chunks=[], missing=unique, security=_report([], []))
         batch = await self._backend.batch_get(
             unique,

@@ -13,6 +13,8 @@ from ragmesh_gateway.index_admin.ports import (
     IndexAdmin,
     IndexStatus,
     PromoteResult,
+    RemovedVersion,
+    RemoveResult,
     VersionInfo,
 )
 from ragmesh_gateway.upstream.channels import Channels
@@ -94,4 +96,17 @@ class GrpcIndexAdmin(IndexAdmin):
                 for v in reply.versions
             ],
             in_progress=[BuildProgress(p.index_version, p.stage, p.done, p.total) for p in reply.in_progress],
+        )
+
+    async def remove(self, corpus: str, *, dry_run: bool, actor: str, reason: str) -> RemoveResult:
+        request = indexer_pb2.RemoveRequest(corpus=corpus, dry_run=dry_run, actor=actor, reason=reason)
+        reply = await unary(self._stub.Remove, request, timeout=self._timeout_s, peer=PEER)
+        return RemoveResult(
+            corpus=reply.corpus,
+            dry_run=reply.dry_run,
+            alias=reply.alias,
+            alias_existed=reply.alias_existed,
+            versions=[RemovedVersion(v.index_version, v.state, v.collection, v.chunks, v.collection_exists)
+                      for v in reply.versions],
+            collections_deleted=list(reply.collections_deleted),
         )

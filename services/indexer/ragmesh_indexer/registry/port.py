@@ -1,6 +1,6 @@
 """The index version registry as the indexer's application code sees it (no database types here).
 
-Errors: an unknown corpus or version raises ``RagmeshError(NOT_FOUND)``; a move the lifecycle does
+Errors: an unknown (or removed) corpus or version raises ``RagmeshError(NOT_FOUND)``; a move the lifecycle does
 not allow (promoting a candidate, validating a failed build, rolling back with nothing to roll back
 to) raises ``RagmeshError(CONFLICT)``. Every state change is recorded as a :class:`VersionEvent`.
 """
@@ -32,6 +32,18 @@ class IndexRegistry(abc.ABC):
 
     @abc.abstractmethod
     async def list_corpora(self) -> list[Corpus]: ...
+
+    @abc.abstractmethod
+    async def remove_corpus(self, corpus: str, *, actor: str, reason: str) -> list[IndexVersion]:
+        """Retire every version of the corpus, whatever its state, and mark the corpus removed, in
+        one transaction; returns the versions as they were before. From then on the corpus is
+        unknown (NOT_FOUND) to every read and move, until ``upsert_corpus`` registers it again.
+        Delete the alias and collections *after* this call: retired versions can no longer be
+        promoted, so nothing can race the deletion."""
+
+    @abc.abstractmethod
+    async def removed_corpora(self) -> list[str]:
+        """Ids of removed corpora, for the start-up sweep of what a removal left behind."""
 
     # --- builds ----------------------------------------------------------------------------------
     @abc.abstractmethod

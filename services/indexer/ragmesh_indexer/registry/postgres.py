@@ -51,7 +51,8 @@ _UPSERT_CORPUS = """
     ON CONFLICT (id) DO UPDATE SET library = EXCLUDED.library, version = EXCLUDED.version,
         root = EXCLUDED.root, include = EXCLUDED.include, exclude = EXCLUDED.exclude,
         visibility = EXCLUDED.visibility, license = EXCLUDED.license, source_url = EXCLUDED.source_url,
-        url_base = EXCLUDED.url_base, chunking = EXCLUDED.chunking, updated_at = EXCLUDED.updated_at
+        url_base = EXCLUDED.url_base, chunking = EXCLUDED.chunking, updated_at = EXCLUDED.updated_at,
+        removed_at = NULL
     RETURNING *"""
 
 
@@ -122,13 +123,41 @@ class PostgresIndexRegistry(IndexRegistry):
         return _corpus(row)
 
     async def get_corpus(self, corpus: str) -> Corpus:
-        row = await self._pool.fetchrow("SELECT * FROM corpora WHERE id = $1", corpus)
+        row = await self._pool.fetchrow("SELECT * FROM corpora WHERE id = $1 AND removed_at IS NULL", corpus)
         if row is None:
             raise _not_found(f"unknown corpus {corpus!r}")
         return _corpus(row)
 
     async def list_corpora(self) -> list[Corpus]:
-        return [_corpus(row) for row in await self._pool.fetch("SELECT * FROM corpora ORDER BY id")]
+        rows = await self._pool.fetch("SELECT * FROM corpora WHERE removed_at IS NULL ORDER BY id")
+        return [_corpus(row) for row in rows]
+
+    async def remove_corpus(self, corpus: str, *, actor: str, reason: str) -> list[IndexVersion]:
+        now = self._clock()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_corpus(conn, corpus)
+            rows = await conn.fetch(
+                f"SELECT {_VERSION_COLUMNS} FROM index_versions WHERE corpus = $1 ORDER BY seq DESC", corpus
+            )
+            versions = [_version(row) for row in rows]
+            for version in versions:
+                if version.state is VersionState.RETIRED:
+                    continue
+                # Not through _check: removal retires a version whatever its state, active included.
+                await conn.execute(
+                    """UPDATE index_versions SET state = 'retired', retired_at = $3, updated_at = $3
+                       WHERE corpus = $1 AND index_version = $2""",
+                    corpus, version.index_version, now,
+                )
+                await self._record(conn, corpus, version.index_version, version.state, VersionState.RETIRED,
+                                   actor, reason or "corpus removed", now)
+            await conn.execute("DELETE FROM build_progress WHERE corpus = $1", corpus)
+            await conn.execute("UPDATE corpora SET removed_at = $2, updated_at = $2 WHERE id = $1", corpus, now)
+        return versions
+
+    async def removed_corpora(self) -> list[str]:
+        rows = await self._pool.fetch("SELECT id FROM corpora WHERE removed_at IS NOT NULL ORDER BY id")
+        return [row["id"] for row in rows]
 
     # --- builds ----------------------------------------------------------------------------------
     async def find_by_hashes(self, corpus: str, content_hash: str, config_hash: str) -> IndexVersion | None:
@@ -329,7 +358,8 @@ class PostgresIndexRegistry(IndexRegistry):
     # --- shared steps ----------------------------------------------------------------------------
     @staticmethod
     async def _lock_corpus(conn: asyncpg.Connection, corpus: str) -> None:
-        found = await conn.fetchval("SELECT 1 FROM corpora WHERE id = $1 FOR UPDATE", corpus)
+        found = await conn.fetchval("SELECT 1 FROM corpora WHERE id = $1 AND removed_at IS NULL FOR UPDATE",
+                                    corpus)
         if found is None:
             raise _not_found(f"unknown corpus {corpus!r}")
 

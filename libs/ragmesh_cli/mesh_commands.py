@@ -1,0 +1,252 @@
+"""`ragmesh up` and `ragmesh down`: start the embedded mesh, say what runs where, supervise it, stop it.
+
+`up` claims the state folder (ragmesh_cli.lifecycle), checks every port it will use before it starts
+anything, starts the embedded stores and the six processes (ragmesh_cli.mesh), indexes the folders
+named with --corpus, then prints where everything is and what to type next, and supervises the
+children until Ctrl-C. `down` stops what an `up` started under a state folder, by its records there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from ragmesh_cli import corpus_commands
+from ragmesh_cli.commands import EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, emit, err, stream_answer
+from ragmesh_cli.mesh import Mesh, MeshPorts
+from ragmesh_common.errors import RagmeshError
+
+
+def state_path(args) -> Path:
+    return Path(getattr(args, "state_dir", "") or os.environ.get("RAGMESH_STATE_DIR") or ".ragmesh-state").resolve()
+
+
+def cmd_up(args) -> int:
+    from ragmesh_cli.lifecycle import StateBusy, StateError, StateFolder
+
+    folder = StateFolder(state_path(args))
+    try:
+        folder.claim()
+        with folder.lock():
+            if folder.stale_lock:
+                err(folder.stale_lock)
+            return _up(args, folder)
+    except StateBusy as exc:
+        err(str(exc))
+        return EXIT_UNAVAILABLE
+    except StateError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+
+
+def _up(args, folder) -> int:
+    from ragmesh_cli.lifecycle import busy_ports
+    from ragmesh_common import infra
+
+    state = folder.path
+    started = time.monotonic()
+    mesh = Mesh(state_dir=state, ports=MeshPorts(args.port_base))
+    # Every port first: a busy one would otherwise show up as a child dying with "address already
+    # in use" in its log, or worse, as another mesh's process answering our readiness probes.
+    busy = busy_ports(mesh.planned_ports())
+    if busy:
+        ours = folder.recorded_pids()
+        for b in busy:
+            left = bool(b.pids & ours)
+            err(f"port {b.port} ({b.name}) is in use by {b.holder}"
+                + (f" — left by an earlier `ragmesh up` here: `ragmesh down --state-dir {state}` stops it"
+                   if left else ""))
+        err(f"nothing was started. Free {'that port' if len(busy) == 1 else 'those ports'}, or start on other "
+            "ports with --port-base N (the mesh takes N to N+16)")
+        return EXIT_UNAVAILABLE
+    folder.record_supervisor()
+    embedded = {name: not os.environ.get(var) for name, var in (("postgres", infra.POSTGRES_URL_ENV),
+                                                               ("redis", infra.REDIS_URL_ENV))}
+    stop = threading.Event()
+    # Ctrl-C while starting interrupts the start (KeyboardInterrupt, the default); SIGTERM
+    # (`ragmesh down`) does the same. Once serving, both end the supervisor's loop instead.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        mesh.extra_env = {
+            "RAGMESH_POSTGRES_URL": os.environ.get(infra.POSTGRES_URL_ENV) or infra.ensure_postgres(state),
+            "RAGMESH_REDIS_URL": os.environ.get(infra.REDIS_URL_ENV) or infra.ensure_redis(state),
+        }
+        mesh.start(log=err)
+        for folder_arg in args.corpus:
+            ns = argparse_namespace(corpus=folder_arg, source=folder_arg, library=args.library, version="",
+                                    visibility="public", force=False, reason="ragmesh up",
+                                    addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
+            if corpus_commands.cmd_index_ci(ns) != EXIT_OK:
+                err(f"indexing {folder_arg} failed")
+                return EXIT_FAIL
+        # With corpora just indexed, wait until the gateway serves them (its corpus list is cached 2 s).
+        served = _wait_ready(mesh.gateway_url, timeout=60, need_corpora=bool(args.corpus))
+        err(f"ready in {time.monotonic() - started:.1f}s — gateway {mesh.gateway_url}")
+        metrics = _serve_supervisor_metrics(mesh)
+        if args.ask:
+            result = stream_answer(mesh.gateway_url, args.ask, headers={}, timeout=120)
+            _print_answer(args.ask, result)
+        if args.exit_after_ask:
+            return EXIT_OK
+        _say_next(mesh, served=served, metrics=metrics)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        err("serving; Ctrl-C to stop")
+        return _supervise(mesh, stop)
+    except KeyboardInterrupt:
+        err("interrupted while starting")
+        return 130
+    except (RuntimeError, RagmeshError) as exc:
+        err(str(exc))
+        return EXIT_UNAVAILABLE
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the stop short
+            signal.signal(sig, signal.SIG_IGN)
+        err("stopping")
+        mesh.stop()
+        folder.clear_record()
+        _say_stores_left(state, embedded)
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+def _serve_supervisor_metrics(mesh: Mesh) -> str:
+    from prometheus_client import start_http_server
+
+    port = mesh.ports.supervisor_metrics_port()
+    try:
+        start_http_server(port, addr="127.0.0.1")
+    except OSError as exc:  # metrics are a courtesy: a taken port must not stop the mesh
+        err(f"supervisor metrics not served: port {port} ({exc.strerror})")
+        return ""
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def _say_next(mesh: Mesh, *, served: int, metrics: str) -> None:
+    """What runs where, and what to type next: the first thing a newcomer reads."""
+    gateway = mesh.gateway_url
+    env = mesh.env()
+    err(f"  {'widget':<10} {gateway}/widget/   (open it in a browser)")
+    for name, endpoint in mesh.endpoints().items():
+        err(f"  {name:<10} {endpoint}")
+    scraped = [f"{svc} http://127.0.0.1:{env[f'RAGMESH_{svc.upper()}_METRICS_PORT']}/metrics"
+               for svc in ("retrieval", "rerank", "generation", "indexer")
+               if int(env.get(f"RAGMESH_{svc.upper()}_METRICS_PORT") or 0)]
+    scraped += [f"gateway {gateway}/metrics", f"runtime {mesh.endpoints()['runtime']}/metrics"]
+    if metrics:
+        scraped.append(f"supervisor {metrics}")
+    err(f"  {'metrics':<10} " + ", ".join(scraped))
+    err(f"  {'logs':<10} {mesh.state_dir / 'logs'}/<service>.log")
+    url = "" if mesh.ports.base is None else f" --url {gateway}"
+    addr = "" if mesh.ports.base is None else f" --addr 127.0.0.1:{mesh.ports.port('indexer')}"
+    default_state = not os.environ.get("RAGMESH_STATE_DIR") and mesh.state_dir == Path(".ragmesh-state").resolve()
+    state = "" if default_state else f" --state-dir {mesh.state_dir}"
+    prog = _prog()
+    if not served:
+        err(f"no corpus is served yet: index a folder with `{prog} index ci --corpus DIR --visibility public{addr}`")
+    err("next, from another terminal:")
+    err(f'  {prog} search "your question"{url}        # evidence as JSON')
+    err(f'  {prog} answer "your question"{url}        # a grounded answer with citations')
+    err(f"  {prog} index ci --corpus DIR --visibility public{addr}   # index (or re-index) a folder")
+    err(f"  {prog} down{state}   # stop everything, the embedded PostgreSQL and Redis included")
+
+
+def _prog() -> str:
+    """How to call this CLI again: ``ragmesh`` when that is on PATH, else the path it ran from
+    (``.venv/bin/ragmesh`` after `make run`)."""
+    import shutil
+
+    argv0 = Path(sys.argv[0])
+    if argv0.name != "ragmesh" or not argv0.exists():
+        return "ragmesh"
+    found = shutil.which("ragmesh")
+    if found and Path(found).resolve() == argv0.resolve():
+        return "ragmesh"
+    relative = os.path.relpath(argv0.resolve())
+    return relative if not relative.startswith("..") else str(argv0.resolve())
+
+
+def _say_stores_left(state: Path, embedded: dict[str, bool]) -> None:
+    from ragmesh_common import infra
+
+    left = []
+    if embedded["postgres"] and (found := infra.running_postgres(state)):
+        left.append(f"PostgreSQL (pid {found[0]}, port {found[1]})")
+    if embedded["redis"] and (found := infra.running_redis(state)):
+        left.append(f"Redis (pid {found[0]}, port {found[1]})")
+    if left:
+        err(f"the embedded {' and '.join(left)} keep running for the next `ragmesh up`; "
+            f"`ragmesh down --state-dir {state}` stops them")
+
+
+def cmd_down(args) -> int:
+    from ragmesh_cli.lifecycle import StateError, StateFolder, down
+
+    try:
+        report = down(StateFolder(state_path(args)), log=err)
+    except StateError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    emit({"state_dir": report.state_dir, "stopped": report.stopped, "stale": report.notes})
+    return EXIT_OK
+
+
+def _supervise(mesh: Mesh, stop: threading.Event) -> int:
+    """Restart children that exit (ragmesh_cli.supervisor) until Ctrl-C, or until one keeps crashing."""
+    supervisor = mesh.supervisor(log=err)
+    while not stop.wait(0.5):
+        gave_up = supervisor.check()
+        if gave_up:
+            err(f"{gave_up}; stopping the mesh")
+            return EXIT_FAIL
+    return EXIT_OK
+
+
+def argparse_namespace(**kwargs):
+    return argparse.Namespace(**kwargs)
+
+
+def _wait_ready(gateway_url: str, *, timeout: float, need_corpora: bool = True) -> int:
+    """Wait for the gateway's readiness; returns how many corpora it serves. With ``need_corpora``
+    False a mesh with nothing indexed yet counts as started (its readiness fails only on
+    ``corpora``): it runs all the same, and waiting out the timeout would only end in an error."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            resp = httpx.get(gateway_url + "/health/ready", timeout=5)
+            body = resp.json()
+            if resp.status_code == 200:
+                return int(body.get("active_corpora") or 0)
+            failing = {name for name, state in (body.get("checks") or {}).items() if state != "serving"}
+            if failing == {"corpora"} and not need_corpora:
+                return 0
+            last = body.get("reason") or resp.text[:300]
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            last = type(exc).__name__
+        time.sleep(0.5)
+    raise RuntimeError(f"gateway not ready after {timeout:.0f}s: {last}")
+
+
+def _print_answer(question: str, result: dict) -> None:
+    terminal = result.get("terminal") or {}
+    print(f"Q: {question}")
+    if terminal.get("event") == "error":
+        print(f"error: {terminal.get('code')}: {terminal.get('message', '')}")
+        return
+    print(f"A: {result['answer'].strip()}")
+    print(f"   [{terminal.get('answer_status', '?')}; index {result['meta'].get('index_version', '?')}]")
+    for src in result.get("sources", []):
+        lines = src.get("source_lines") or []
+        where = f"lines {lines[0]}-{lines[1]}" if len(lines) == 2 else f"page {src.get('page')}"
+        print(f"   [{src.get('source_id')}] {src.get('url')} — {' > '.join(src.get('heading_path', []))} ({where})")
+    sys.stdout.flush()

@@ -1,0 +1,1 @@
+"""The gateway's root: where a newcomer's browser (or curl) lands first."""
