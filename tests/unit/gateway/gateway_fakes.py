@@ -31,6 +31,7 @@ from ragmesh_gateway.index_admin.ports import (
     IndexAdmin,
     IndexStatus,
     PromoteResult,
+    RemoveResult,
     VersionInfo,
 )
 from ragmesh_gateway.search.models import (
@@ -289,6 +290,10 @@ class FakeIndexAdmin(IndexAdmin):
     async def status(self, corpus: str) -> IndexStatus:
         self.calls.append(("status", corpus))
         return IndexStatus(corpus=corpus, active_version="v1", versions=[VersionInfo("v1", "active")])
+
+    async def remove(self, corpus: str, *, dry_run: bool, actor: str, reason: str) -> RemoveResult:
+        self.calls.append(("remove", corpus, dry_run, actor, reason))
+        return RemoveResult(corpus=corpus, dry_run=dry_run, alias=f"rm__{corpus}")
 
 
 class FakeProbe(DependencyProbe):
