@@ -69,6 +69,12 @@ def index_corpus(mesh: Mesh, folder: Path, library: str, version: str) -> None:
     assert done.returncode == 0, f"index ci failed:\n{done.stderr}\n{done.stdout}"
 
 
+@pytest.fixture(scope="session")
+def indexed_public():
+    """:func:`index_corpus` for test modules (several conftest modules share the name: no plain import)."""
+    return index_corpus
+
+
 @contextmanager
 def running_mesh(state: Path, extra_env: dict[str, str]) -> Iterator[Mesh]:
     """A started mesh on twenty consecutive free ports (a collision fails the start loudly)."""

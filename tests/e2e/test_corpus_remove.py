@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import index_corpus
 from ragmesh_common.index_schema import alias_name, collection_name, index_version_of
 
 pytestmark = pytest.mark.e2e
@@ -56,11 +55,11 @@ def wait_for(predicate, timeout_s: float = 15.0):
     return value
 
 
-def test_corpus_remove_dry_run_then_remove(mesh, tmp_path: Path) -> None:
+def test_corpus_remove_dry_run_then_remove(mesh, indexed_public, tmp_path: Path) -> None:
     folder = tmp_path / "zorblax"
     folder.mkdir()
     (folder / "converter.md").write_text(DOCUMENT, encoding="utf-8")
-    index_corpus(mesh, folder, "zorblax", "1.0")
+    indexed_public(mesh, folder, "zorblax", "1.0")
     hits = wait_for(lambda: search(mesh))
     assert hits, "the new corpus is not searched"
     version = hits[0]["index_version"]
@@ -102,7 +101,7 @@ def test_corpus_remove_dry_run_then_remove(mesh, tmp_path: Path) -> None:
         assert refused.returncode == 2 and "NOT_FOUND" in refused.stderr and "Traceback" not in refused.stderr
 
     # Indexing it again later starts afresh.
-    index_corpus(mesh, folder, "zorblax", "1.0")
+    indexed_public(mesh, folder, "zorblax", "1.0")
     assert wait_for(lambda: search(mesh)), "a re-added corpus is not searched"
     cleanup = ragmesh(mesh, "corpus", "remove", CORPUS)
     assert cleanup.returncode == 0, cleanup.stderr
