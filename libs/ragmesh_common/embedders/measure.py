@@ -38,6 +38,12 @@ def _overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return float(np.mean([len(set(x) & set(y)) / k for x, y in zip(a, b)]))
 
 
+def topk_overlap(docs: np.ndarray, other_docs: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
+    """Share of each query's top-k kept when the same documents are embedded otherwise."""
+    k = min(k, len(docs))
+    return round(_overlap(_top(np.asarray(docs), queries, k), _top(np.asarray(other_docs), queries, k), k), 4)
+
+
 def compare(docs_a: np.ndarray, docs_b: np.ndarray, queries_a: np.ndarray, queries_b: np.ndarray,
             *, k: int = 10) -> Agreement:
     docs_a, docs_b = np.asarray(docs_a, np.float64), np.asarray(docs_b, np.float64)

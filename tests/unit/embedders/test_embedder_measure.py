@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from embedder_compat import Encoders, product_docs_probes  # noqa: E402
 
 from ragmesh_common.embedders.compatibility import DECLARED, MINILM_INT8_ONNX, THRESHOLDS, minilm_tei  # noqa: E402
-from ragmesh_common.embedders.measure import compare  # noqa: E402
+from ragmesh_common.embedders.measure import compare, topk_overlap  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -54,5 +54,7 @@ def test_compare_measures_both_directions_and_refuses_mismatched_shapes() -> Non
     docs /= np.linalg.norm(docs, axis=1, keepdims=True)
     same = compare(docs, docs, docs[:5], docs[:5], k=3)
     assert (same.cosine_min, same.topk_agreement) == (1.0, 1.0)
+    assert topk_overlap(docs, docs, docs[:5], k=3) == 1.0
+    assert topk_overlap(docs, -docs, docs[:5], k=3) == 0.0  # every ranking reversed
     with pytest.raises(ValueError, match="differ in shape"):
         compare(docs, docs[:, :4], docs[:5], docs[:5, :4])
