@@ -98,6 +98,10 @@ def cmd_corpora(args) -> int:
         err(f"{data.get('code', 'ERROR')}: {data.get('message', '')}")
         return exit_code_for(status)
     emit(data)
+    for corpus in data.get("corpora", []):
+        # The JSON says it too; a person reading the terminal should not have to look for it.
+        if corpus.get("search") == "keyword_only":
+            err(f"{corpus['corpus']} is searched by keywords only: {corpus.get('keyword_only_reason') or ''}")
     return EXIT_OK
 
 

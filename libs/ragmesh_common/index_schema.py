@@ -1,7 +1,7 @@
 """What the indexer writes and retrieval reads: point payloads, vector names, collection names.
 
 One corpus (library + version) has many versioned collections and one alias that serves the
-active one. Collection-level metadata (embedding model, tokenizer version, corpus description)
+active one. Collection-level metadata (embedder identity, tokenizer version, corpus description)
 travels with the collection through the vector-store port.
 """
 
@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Sequence
 
 import msgspec
+
+from ragmesh_common.embedders.identity import EmbedderIdentity
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -57,13 +59,16 @@ class CollectionMeta(msgspec.Struct, forbid_unknown_fields=False):
 
     index_version: str
     corpus: CorpusMeta
-    embedding_model: str
+    embedding_model: str  # TEI's model_id, as /info gave it
     vector_size: int
     lexical_version: str
     lexical_config: dict = {}
     avg_len: float = 0.0
     documents: int = 0
     chunks: int = 0
+    # Which embedder made the vectors (name, revision or weights hash, dtype, pooling, dimension,
+    # normalization); None in indexes built before it was recorded (embedders.compatibility).
+    embedder: EmbedderIdentity | None = None
 
 
 def corpus_slug(corpus: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from ragmesh_common.embedders.identity import EmbedderIdentity, from_tei_info
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import with_request_context
 
@@ -70,6 +71,11 @@ class TeiClient:
 
     async def model_id(self) -> str:
         return str((await self.info()).get("model_id", "unknown"))
+
+    async def identity(self) -> EmbedderIdentity:
+        """The embedder behind /embed in TEI's terms (embedders.identity); ``embed`` always asks for
+        unit vectors, so their normalization is l2."""
+        return from_tei_info(await self.info(), normalization="l2")
 
     async def _get(self, path: str) -> Any:
         try:

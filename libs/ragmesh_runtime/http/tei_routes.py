@@ -193,6 +193,16 @@ def build_info(service: RuntimeService) -> dict[str, object]:
             ),
             "rerank_scores": "raw_scores=false clamps the score to [0, 1]; it is not a probability",
             "generator_model_id": generator.model_id,
+            # The embedder's identity beyond TEI's fields (ragmesh_common.embedders.identity reads both).
+            "embedder": {
+                "base_model": "sentence-transformers/all-MiniLM-L6-v2",
+                "format": "onnx",
+                "quantization": "int8 weights with scales, cast to float32 in the graph (weight-only; "
+                                "activations are float32): close to, not equal to, the fp32 model's vectors; "
+                                "docs/runtime.md#model-identity says which servers may share its indexes",
+                "dimension": encoder.dimension,
+                "weights_sha256": MINILM_ONNX.sha256,
+            },
             "model_files": [verified.describe() for verified in service.models.files],
             "model_load_seconds": round(service.models.load_seconds, 3),
             "network": "none: weights come from installed packages; hub downloads are disabled",

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import msgspec
 
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
@@ -194,7 +195,8 @@ class IndexBuilder:
     async def _build(self, plan: BuildPlan, *, force: bool, actor: str, reason: str) -> BuildOutcome:
         spec = plan.spec
         model_id = await self.embedder.model_id()
-        config_hash = self._config_hash(spec, plan.chunking, model_id)
+        embedder = await self.embedder.identity()
+        config_hash = self._config_hash(spec, plan.chunking, model_id, embedder)
         if not force:
             existing = await self.registry.find_by_hashes(spec.id, plan.content_hash, config_hash)
             # A candidate without stats was interrupted before it was complete: never reuse it.
@@ -215,7 +217,7 @@ class IndexBuilder:
         writer = CollectionWriter(self.store, self.embedder, self.lexical, tracker=self.tracker,
                                   checkpoint=self.checkpoint, upsert_batch=self.options.upsert_batch)
         try:
-            stats = await writer.write(spec, plan.articles, index_version, collection, model_id)
+            stats = await writer.write(spec, plan.articles, index_version, collection, model_id, embedder)
             await self.registry.set_stats(spec.id, index_version, stats)
             await self.tracker.report(spec.id, index_version, "built", stats.chunks, stats.chunks)
             await self.checkpoint("built")
@@ -295,9 +297,12 @@ class IndexBuilder:
             return msgspec.structs.replace(self.options.chunking, strategy=spec.chunking)
         return self.options.chunking
 
-    def _config_hash(self, spec: CorpusSpec, chunking: ChunkingConfig, model_id: str) -> str:
+    def _config_hash(self, spec: CorpusSpec, chunking: ChunkingConfig, model_id: str,
+                     embedder: EmbedderIdentity) -> str:
+        # The whole identity: the same model id in another dtype or pooling makes other vectors.
         config = {
-            "chunking": chunking.fingerprint, "model": model_id, "lexical": self.lexical.version,
+            "chunking": chunking.fingerprint, "model": model_id, "embedder": embedder.fingerprint,
+            "lexical": self.lexical.version,
             "url_base": spec.url_base or self.options.url_base, "library": spec.library, "version": spec.version,
             "visibility": spec.visibility, "license": spec.license, "source_url": spec.source_url,
             "schema": 1,

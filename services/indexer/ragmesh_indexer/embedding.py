@@ -13,6 +13,7 @@ import asyncio
 from typing import Awaitable, Callable
 
 from ragmesh_common.clients.tei import TeiClient
+from ragmesh_common.embedders.identity import EmbedderIdentity
 
 Progress = Callable[[int], Awaitable[None]]
 # (index of the batch's first text, its vectors), called in completion order.
@@ -29,6 +30,9 @@ class ChunkEmbedder:
 
     async def model_id(self) -> str:
         return await self.client.model_id()
+
+    async def identity(self) -> EmbedderIdentity:
+        return await self.client.identity()
 
     async def embed(self, texts: list[str], progress: Progress | None = None, *,
                     on_batch: BatchSink | None = None) -> list[list[float]]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from ragmesh_common.embedders.compatibility import index_embedder
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import collection_name
 from ragmesh_common.lexical import LexicalEncoder
@@ -70,10 +71,13 @@ class Validator:
             gates.append(Gate("point_count", points == version.stats.chunks and points > 0,
                               f"{points} points, {version.stats.chunks} chunks in the manifest"))
             model = await self.embedder.model_id()
-            probe = await self.embedder.embed(["dimension probe"])
-            ok = info.metadata.embedding_model == model and info.metadata.vector_size == len(probe[0])
-            gates.append(Gate("vector_config", ok, f"model {info.metadata.embedding_model} size "
-                              f"{info.metadata.vector_size}; runtime serves {model} size {len(probe[0])}"))
+            serving = (await self.embedder.identity()).with_dimension(
+                len((await self.embedder.embed(["dimension probe"]))[0]))
+            recorded, legacy = index_embedder(info.metadata)
+            same = info.metadata.embedding_model == model if legacy else recorded.same_embedder(serving)
+            ok = same and info.metadata.vector_size == serving.dimension
+            gates.append(Gate("vector_config", ok, f"index built by {recorded.label}; runtime serves "
+                              f"{serving.label}"))
             gates.append(await self._quotes(collection, Path(spec.root)))
             gates.append(await asyncio.to_thread(_links, Path(spec.root)))
             gates.append(await self._probes(corpus, collection, Path(spec.root), info.metadata.lexical_config))

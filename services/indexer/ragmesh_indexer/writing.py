@@ -14,6 +14,8 @@ import time
 
 import msgspec
 
+from ragmesh_common.embedders.compatibility import index_embedder
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.index_schema import (
     ChunkPayload,
     CollectionMeta,
@@ -48,10 +50,10 @@ class CollectionWriter:
         self.upsert_batch = max(1, upsert_batch)
 
     async def write(self, spec: CorpusSpec, articles: list[Article], index_version: str, collection: str,
-                    model_id: str) -> BuildStats:
+                    model_id: str, embedder: EmbedderIdentity) -> BuildStats:
         chunks = [(a, c) for a in articles for c in a.chunks]
         parents = {p.parent_id: p for a in articles for p in a.parents}
-        reused = await self.reusable_vectors(spec.id, model_id, [c.chunk_id for _, c in chunks])
+        reused = await self.reusable_vectors(spec.id, model_id, embedder, [c.chunk_id for _, c in chunks])
         await self.checkpoint("reuse-resolved")
         todo = [i for i, (_, c) in enumerate(chunks) if c.chunk_id not in reused]
         await self.tracker.report(spec.id, index_version, "embed", 0, len(todo))
@@ -88,7 +90,8 @@ class CollectionWriter:
                     sparse, avg_len = await sparse_job
                     dim = len(pending[0][1])
                     await self.store.create_collection(collection, dim, self._meta(
-                        spec, index_version, model_id, dim, avg_len, len(articles), len(chunks)))
+                        spec, index_version, model_id, embedder.with_dimension(dim), avg_len, len(articles),
+                        len(chunks)))
                     await self.checkpoint("collection-created")
                 while len(pending) >= self.upsert_batch:
                     written += await self._upsert(spec, collection, chunks, parents, sparse, pending[:self.upsert_batch])
@@ -121,21 +124,27 @@ class CollectionWriter:
         await self.checkpoint("upserted-batch")
         return len(points)
 
-    def _meta(self, spec: CorpusSpec, index_version: str, model_id: str, dim: int, avg_len: float,
-              documents: int, chunks: int) -> CollectionMeta:
+    def _meta(self, spec: CorpusSpec, index_version: str, model_id: str, embedder: EmbedderIdentity,
+              avg_len: float, documents: int, chunks: int) -> CollectionMeta:
         return CollectionMeta(
             index_version=index_version,
             corpus=CorpusMeta(corpus=spec.id, library=spec.library, version=spec.version,
                               visibility=spec.visibility, license=spec.license, source_url=spec.source_url,
                               root=spec.root),
-            embedding_model=model_id, vector_size=dim, lexical_version=self.lexical.version,
+            embedding_model=model_id, vector_size=embedder.dimension, lexical_version=self.lexical.version,
             lexical_config=self.lexical.config_dict(), avg_len=avg_len, documents=documents, chunks=chunks,
+            embedder=embedder,
         )
 
-    async def reusable_vectors(self, corpus: str, model_id: str, ids: list[str]) -> dict[str, list[float]]:
-        """Vectors of unchanged chunks, read from the collection the alias serves now."""
+    async def reusable_vectors(self, corpus: str, model_id: str, embedder: EmbedderIdentity,
+                               ids: list[str]) -> dict[str, list[float]]:
+        """Vectors of unchanged chunks, read from the collection the alias serves now, when the same
+        embedder made them (a compatible one is not enough: one index holds one embedder's vectors)."""
         active = await self.store.get_collection(alias_name(corpus))
-        if not active.exists or active.metadata is None or active.metadata.embedding_model != model_id:
+        if not active.exists or active.metadata is None:
+            return {}
+        recorded, legacy = index_embedder(active.metadata)
+        if not (active.metadata.embedding_model == model_id if legacy else recorded.same_embedder(embedder)):
             return {}
         source = collection_name(corpus, active.metadata.index_version)
         found: dict[str, list[float]] = {}

@@ -86,7 +86,7 @@ class RetrievalApp:
         self.catalog = CorpusCatalog(self.store, ttl_s=settings.catalog_ttl_s,
                                      on_refresh=metrics.publish_active_indexes)
         self.retriever = HybridRetriever(self.store, self.catalog, self.embedder, QueryEncoders(), settings.limits)
-        self.directory = CorpusDirectory(self.store, self.catalog)
+        self.directory = CorpusDirectory(self.store, self.catalog, self.embedder)
         self.server = GrpcServer("retrieval", host=settings.host, port=settings.port,
                                  metrics_port=settings.metrics_port)
         if tei is not None:

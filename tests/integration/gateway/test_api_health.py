@@ -30,8 +30,26 @@ async def test_ready_when_all_serve_and_a_corpus_is_active(client: AsyncTestClie
         "models": {"embedding": "serving", "rerank": "serving", "generation": "serving"},
         "degraded": [],
         "active_corpora": 1,
+        "keyword_only": {},
         "reason": None,
     }
+
+
+KEYWORD_ONLY_REASON = ("index built by all-MiniLM-L6-v2-onnx-int8@8199be6f699a (int8, onnx, 384-d); embedding "
+                       "now served by sentence-transformers/all-MiniLM-L6-v2@1110a243fdf4 (float16); not declared "
+                       "compatible (docs/runtime.md#model-identity)")
+
+
+async def test_a_corpus_refused_for_its_embedder_is_named_with_the_reason(client: AsyncTestClient, mesh: Mesh) -> None:
+    # Issue 15: after a profile switch retrieval searched keywords only and nothing said so.
+    mesh.retrieval.corpora[0].search = "keyword_only"
+    mesh.retrieval.corpora[0].keyword_only_reason = KEYWORD_ONLY_REASON
+    response = await client.get("/health/ready")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded" and body["degraded"] == ["embedding_model"]
+    assert body["keyword_only"] == {"docs@1": KEYWORD_ONLY_REASON}
+    assert "docs@1" in body["reason"] and "not declared compatible" in body["reason"]
 
 
 async def test_a_model_runtime_down_is_reported_with_what_it_degrades(client: AsyncTestClient, mesh: Mesh) -> None:

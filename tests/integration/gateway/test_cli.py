@@ -80,6 +80,19 @@ async def test_successful_commands_print_contract_json_and_exit_0(mesh: Mesh) ->
     assert [c["corpus"] for c in corpora.json()["corpora"]] == ["docs@1"]
 
 
+async def test_corpora_says_why_a_corpus_is_keyword_only(mesh: Mesh) -> None:
+    reason = "index built by a@1 (int8); embedding now served by b@2 (float16); not declared compatible"
+    mesh.retrieval.corpora[0].embedder = "a@1 (int8)"
+    mesh.retrieval.corpora[0].search = "keyword_only"
+    mesh.retrieval.corpora[0].keyword_only_reason = reason
+    async with serve(create_app(mesh.settings())) as url:
+        corpora = await ragmesh("corpora", "--url", url)
+    assert corpora.code == OK, corpora.stderr
+    [listed] = corpora.json()["corpora"]
+    assert (listed["embedder"], listed["search"], listed["keyword_only_reason"]) == ("a@1 (int8)", "keyword_only", reason)
+    assert f"docs@1 is searched by keywords only: {reason}" in corpora.stderr
+
+
 async def test_no_evidence_exits_4_with_the_json_still_on_stdout(mesh: Mesh) -> None:
     async with serve(create_app(mesh.settings())) as url:
         search = await ragmesh("search", "anything", "--corpus", "ghost@1", "--url", url)

@@ -90,6 +90,18 @@ async def test_build_validate_promote_then_noop_and_incremental(parts, corpus_co
     assert changed.reused_vectors >= first.chunks - len(per_file)
 
 
+async def test_a_built_index_records_the_identity_of_its_embedder(parts, corpus_copy: Path) -> None:
+    from ragmesh_common.embedders.compatibility import MINILM_INT8_ONNX
+
+    out = await ship(parts, corpus_copy)
+    info = await parts["store"].get_collection(f"rm__quokka-1-0__{out.index_version}")
+    recorded = info.metadata.embedder
+    assert recorded == MINILM_INT8_ONNX
+    assert (recorded.model, recorded.dtype, recorded.format, recorded.dimension, recorded.normalization) == (
+        "all-MiniLM-L6-v2-onnx-int8", "int8", "onnx", 384, "l2")
+    assert recorded.revision == "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+
+
 async def test_failed_gate_leaves_alias_alone(parts, corpus_copy: Path) -> None:
     first = await ship(parts, corpus_copy)
     (corpus_copy / "guide" / "install.md").write_text("# Installing Quokka\n\nNew text about installation.\n")

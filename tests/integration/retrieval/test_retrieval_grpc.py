@@ -25,6 +25,7 @@ import uvicorn
 from ragmesh.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 
 from ragmesh_common.clients.tei import TeiClient
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import ChunkPayload, CollectionMeta, CorpusMeta, alias_name, collection_name
 from ragmesh_common.lexical import LexicalEncoder
@@ -110,7 +111,8 @@ async def retrieval(tmp_path: Path, tei_url: str) -> AsyncIterator[tuple[str, Re
     await app.stop()
 
 
-async def index_through_grpc(target: str, tei_url: str, index_version: str = "v1") -> dict[str, str]:
+async def index_through_grpc(target: str, tei_url: str, index_version: str = "v1",
+                             embedder: EmbedderIdentity | None = None) -> dict[str, str]:
     """What the indexer does in the embedded default; returns source_path -> chunk id."""
     encoder = LexicalEncoder()
     texts = [text for _, text, _ in PAGES]
@@ -123,6 +125,7 @@ async def index_through_grpc(target: str, tei_url: str, index_version: str = "v1
                           source_url="https://example.org/handbook"),
         embedding_model=await tei.model_id(), vector_size=DIMENSIONS, lexical_version=encoder.version,
         lexical_config=encoder.config_dict(), avg_len=avg_len, documents=len(PAGES), chunks=len(PAGES),
+        embedder=embedder,
     )
     await tei.close()
     ids = {path: str(uuid.uuid4()) for path, _, _ in PAGES}
@@ -200,6 +203,23 @@ async def test_index_through_vectorstore_then_search_read_and_list(retrieval, te
         hidden = await unary(stub.ListCorpora, retrieval_pb2.ListCorporaRequest(readable_corpora=["other@1"]),
                              timeout=10, peer="retrieval")
         assert list(hidden.corpora) == []
+
+
+async def test_an_index_from_an_undeclared_embedder_is_keyword_only_and_says_why(retrieval, tei_url: str) -> None:
+    built_by = EmbedderIdentity(model="other/embedder", revision="a" * 40, dtype="float32", pooling="mean",
+                                dimension=DIMENSIONS, normalization="l2")
+    await index_through_grpc(target := retrieval[0], tei_url, embedder=built_by)
+    async with open_channel(target) as channel:
+        stub = retrieval_pb2_grpc.RetrievalStub(channel)
+        reply = await unary(stub.Search, retrieval_pb2.SearchRequest(
+            query="how long are backups kept", top_k=3, readable_corpora=[CORPUS]), timeout=10, peer="retrieval")
+        assert (reply.query_mode, list(reply.degraded)) == ("sparse", ["embedding_model"])
+        assert f"{CORPUS} is searched by keywords only" in reply.hint and built_by.label in reply.hint
+        [listed] = (await unary(stub.ListCorpora, retrieval_pb2.ListCorporaRequest(readable_corpora=[CORPUS]),
+                                timeout=10, peer="retrieval")).corpora
+    assert (listed.embedder, listed.search) == (built_by.label, "keyword_only")
+    assert built_by.label in listed.keyword_only_reason and MODEL_ID in listed.keyword_only_reason
+    assert "not declared compatible" in listed.keyword_only_reason
 
 
 @pytest.mark.parametrize(

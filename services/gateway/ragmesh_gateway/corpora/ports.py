@@ -19,6 +19,9 @@ class CorpusInfo:
     license: str = ""
     source_url: str = ""
     root: str = ""  # the folder the indexer read; internal, never sent to clients
+    embedder: str = ""  # the embedder that built the active index (its identity, one line)
+    search: str = ""  # hybrid, keyword_only, unknown ("" from a retrieval that does not say)
+    keyword_only_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

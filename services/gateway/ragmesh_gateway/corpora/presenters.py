@@ -21,6 +21,9 @@ def corpora_response(corpora: list[CorpusInfo], request_id: str) -> CorporaRespo
                 state=c.state,
                 license=c.license,
                 source_url=c.source_url,
+                embedder=c.embedder,
+                search=c.search,
+                keyword_only_reason=c.keyword_only_reason or None,
             )
             for c in corpora
         ],

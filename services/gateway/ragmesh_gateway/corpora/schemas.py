@@ -23,6 +23,11 @@ class CorpusView(msgspec.Struct, kw_only=True):
     state: Annotated[str, Meta(description="active or empty.")]
     license: str
     source_url: str
+    embedder: Annotated[str, Meta(description="The embedding model that built the active index: name, revision "
+                                              "or weights hash, dtype, dimension.")] = ""
+    search: Annotated[str, Meta(description="hybrid (vector + keyword), keyword_only (the serving embedder is not "
+                                            "declared compatible with the index's), or unknown.")] = ""
+    keyword_only_reason: Annotated[str | None, Meta(description="Why the corpus is searched by keywords only.")] = None
 
 
 class CorporaResponse(msgspec.Struct, kw_only=True):

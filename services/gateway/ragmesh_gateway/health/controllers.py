@@ -39,6 +39,7 @@ class HealthController(Controller):
             models=result.models,
             degraded=result.degraded,
             active_corpora=result.active_corpora,
+            keyword_only=result.keyword_only,
             reason=result.reason or None,
         )
         return Response(body, status_code=200 if result.ready else 503)

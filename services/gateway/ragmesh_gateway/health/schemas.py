@@ -27,8 +27,14 @@ class ReadyResponse(msgspec.Struct, kw_only=True):
     ]
     degraded: Annotated[
         list[str],
-        Meta(description="components answers are degraded for: embedding (keyword-only search), rerank "
-                         "(fused order), generation (retrieval summary instead of an answer)"),
+        Meta(description="components answers are degraded for: embedding (keyword-only search), "
+                         "embedding_model (some corpora keyword-only: see keyword_only), rerank (fused order), "
+                         "generation (retrieval summary instead of an answer)"),
     ]
     active_corpora: int
+    keyword_only: Annotated[
+        dict[str, str],
+        Meta(description="corpus -> why it is searched by keywords only: the embedder that built its index "
+                         "is neither the one serving now nor declared compatible with it"),
+    ] = {}
     reason: str | None = None

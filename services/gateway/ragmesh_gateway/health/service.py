@@ -5,6 +5,9 @@ model runtime being down means for answers.
 ``degraded`` (200): the services serve but a model runtime behind them does not, so answers come
 with the flag that component sets (``embedding``: keyword-only search; ``rerank``: fused order
 without the reranker; ``generation``: the retrieval summary instead of an answer).
+A corpus whose index the serving embedder may not search by vector (not the embedder that built it,
+nor one declared compatible: ragmesh_common.embedders.compatibility) is ``degraded`` too
+(``embedding_model``), named in ``keyword_only`` with retrieval's reason.
 ``ready`` (200): everything serves.
 """
 
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import RagmeshError
 
-from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory
+from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory, CorpusInfo
 from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 
 SERVING = "serving"
@@ -31,6 +34,7 @@ class Readiness:
     reason: str = ""
     models: dict[str, str] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)
+    keyword_only: dict[str, str] = field(default_factory=dict)  # corpus -> why
 
     @property
     def status(self) -> str:
@@ -68,13 +72,13 @@ class ReadinessService:
             serving = False
         return UNKNOWN if serving is None else SERVING if serving else NOT_SERVING
 
-    async def _active_corpora(self) -> int | None:
+    async def _active_corpora(self) -> list[CorpusInfo] | None:
         try:
             served = tuple(sorted(await self._directory.corpus_ids()))
             corpora = await asyncio.wait_for(self._catalog.list_corpora(served), self._timeout_s)
         except (asyncio.TimeoutError, RagmeshError):
             return None
-        return sum(1 for c in corpora if c.state == "active")
+        return [c for c in corpora if c.state == "active"]
 
     async def check(self) -> Readiness:
         services, models, active = await asyncio.gather(
@@ -86,18 +90,21 @@ class ReadinessService:
         checks["corpora"] = SERVING if active else NOT_SERVING
         model_states = {m.name: state for m, state in zip(self._models, models)}
         reasons = [name for name, state in checks.items() if state != SERVING]
-        degraded = [name for name, state in model_states.items() if state == NOT_SERVING]
+        down = [name for name, state in model_states.items() if state == NOT_SERVING]
+        keyword_only = {c.corpus: c.keyword_only_reason for c in active or [] if c.search == "keyword_only"}
+        degraded = down + (["embedding_model"] if keyword_only else [])
         if reasons:
             reason = "not ready: " + ", ".join(reasons)
-        elif degraded:
-            reason = "degraded: model runtime not serving for " + ", ".join(degraded)
         else:
-            reason = ""
+            said = ["model runtime not serving for " + ", ".join(down)] if down else []
+            said += [f"{corpus} is searched by keywords only: {why}" for corpus, why in sorted(keyword_only.items())]
+            reason = "degraded: " + "; ".join(said) if said else ""
         return Readiness(
             ready=not reasons,
             checks=checks,
-            active_corpora=active or 0,
+            active_corpora=len(active or []),
             reason=reason,
             models=model_states,
             degraded=degraded,
+            keyword_only=keyword_only,
         )

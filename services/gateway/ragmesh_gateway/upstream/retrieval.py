@@ -95,6 +95,9 @@ class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog, IndexedSourc
                 license=c.license,
                 source_url=c.source_url,
                 root=c.root,
+                embedder=c.embedder,
+                search=c.search,
+                keyword_only_reason=c.keyword_only_reason,
             )
             for c in reply.corpora
         ]

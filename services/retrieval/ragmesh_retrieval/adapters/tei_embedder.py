@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ragmesh_common.clients.tei import TeiClient
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_retrieval.domain.embedding import Embedder
@@ -16,6 +17,9 @@ class TeiEmbedder(Embedder):
     async def model_id(self) -> str:
         # TeiClient caches /info after the first success, so this is a model call only once.
         return await self.client.model_id()
+
+    async def identity(self) -> EmbedderIdentity:
+        return await self.client.identity()
 
     async def embed_query(self, text: str) -> list[float]:
         vectors = await self.client.embed([text], timeout=self.timeout)

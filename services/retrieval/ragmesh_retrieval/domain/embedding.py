@@ -5,11 +5,17 @@ from __future__ import annotations
 import abc
 from collections import OrderedDict
 
+from ragmesh_common.embedders.identity import EmbedderIdentity
+
 
 class Embedder(abc.ABC):
     @abc.abstractmethod
     async def model_id(self) -> str:
         """The model the runtime serves; raises RagmeshError (UNAVAILABLE, ...) when it is down."""
+
+    async def identity(self) -> EmbedderIdentity:
+        """What /info says of the embedder (embedders.identity); the model id alone by default."""
+        return EmbedderIdentity(model=await self.model_id())
 
     @abc.abstractmethod
     async def embed_query(self, text: str) -> list[float]: ...
@@ -19,7 +25,7 @@ class Embedder(abc.ABC):
 
 
 class CachedEmbedder(Embedder):
-    """Keyed by (model id, text): a runtime that switches models never serves stale vectors."""
+    """Keyed by (embedder identity, text): a runtime that switches models never serves stale vectors."""
 
     def __init__(self, inner: Embedder, *, max_entries: int = 1024) -> None:
         self.inner = inner
@@ -31,8 +37,11 @@ class CachedEmbedder(Embedder):
     async def model_id(self) -> str:
         return await self.inner.model_id()
 
+    async def identity(self) -> EmbedderIdentity:
+        return await self.inner.identity()
+
     async def embed_query(self, text: str) -> list[float]:
-        key = (await self.inner.model_id(), text)
+        key = ((await self.inner.identity()).fingerprint, text)
         vector = self._vectors.get(key)
         if vector is not None:
             self._vectors.move_to_end(key)

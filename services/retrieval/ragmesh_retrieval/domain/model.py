@@ -96,6 +96,9 @@ class CorpusSummary(msgspec.Struct):
     license: str
     source_url: str
     root: str = ""
+    embedder: str = ""  # the identity of the embedder that built the active index, one line
+    search: str = ""  # hybrid, keyword_only or unknown (CorpusDirectory.list_corpora)
+    keyword_only_reason: str = ""
 
 
 class StoreStats(msgspec.Struct):

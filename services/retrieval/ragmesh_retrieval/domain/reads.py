@@ -5,23 +5,50 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from ragmesh_common.embedders.compatibility import decide, index_embedder
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_common.index_schema import collection_name, index_version_of
+from ragmesh_common.index_schema import CollectionMeta, collection_name, index_version_of
 from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, VectorStorePort, normalize_path_prefix
 
 from ragmesh_retrieval.domain.catalog import CorpusCatalog
 from ragmesh_retrieval.domain.chunks import chunk_from_payload
+from ragmesh_retrieval.domain.embedding import Embedder
 from ragmesh_retrieval.domain.model import Chunk, ChunkBatch, CorpusSummary, SourceHit, StoreStats
 from ragmesh_retrieval.domain.validation import validated_chunk_ids, validated_index_version
 
 
 MAX_SOURCE_PATH_CHARS = 1024
+# /info is cached by the TEI client after its first answer; a runtime that hangs before that must not
+# hold up the corpus list (the gateway's readiness waits 2 s for it).
+IDENTITY_TIMEOUT_S = 1.0
 
 
 class CorpusDirectory:
-    def __init__(self, store: VectorStorePort, catalog: CorpusCatalog) -> None:
+    def __init__(self, store: VectorStorePort, catalog: CorpusCatalog, embedder: Embedder | None = None) -> None:
         self.store = store
         self.catalog = catalog
+        self.embedder = embedder
+
+    async def _serving(self) -> tuple[EmbedderIdentity | None, str]:
+        """The embedder serving queries now, or why it is not known."""
+        if self.embedder is None:
+            return None, ""
+        try:
+            async with asyncio.timeout(IDENTITY_TIMEOUT_S):
+                return await self.embedder.identity(), ""
+        except (RagmeshError, TimeoutError) as exc:
+            code = exc.code.value if isinstance(exc, RagmeshError) else ErrorCode.DEADLINE_EXCEEDED.value
+            return None, f"the embedding runtime did not answer ({code}); whether this index is searched by " \
+                         "vector is not known"
+
+    @staticmethod
+    def _search_state(meta: CollectionMeta, serving: EmbedderIdentity | None, unknown: str) -> tuple[str, str]:
+        if serving is None:
+            return ("unknown", unknown) if unknown else ("", "")
+        recorded, legacy = index_embedder(meta)
+        verdict = decide(recorded, serving, query_dimension=serving.dimension, legacy=legacy)
+        return ("hybrid", "") if verdict.accepted else ("keyword_only", verdict.reason)
 
     async def batch_get(
         self, chunk_ids: list[str], index_version: str, readable_corpora: list[str], include_content: bool
@@ -64,6 +91,7 @@ class CorpusDirectory:
         active = list((await self.catalog.active()).values()) if all_corpora else \
             await self.catalog.readable(readable_corpora)
         counts = await asyncio.gather(*(self.store.count(c.collection) for c in active), return_exceptions=True)
+        serving, unknown = await self._serving() if active else (None, "")
         summaries = []
         for entry, count in zip(active, counts):
             if isinstance(count, RagmeshError) and count.code == ErrorCode.NOT_FOUND:
@@ -71,11 +99,13 @@ class CorpusDirectory:
             if isinstance(count, BaseException):
                 raise count
             corpus = entry.meta.corpus
+            search, reason = self._search_state(entry.meta, serving, unknown)
             summaries.append(CorpusSummary(
                 corpus=entry.corpus, library=corpus.library, version=corpus.version,
                 visibility=corpus.visibility, active_index_version=entry.index_version,
                 points=count, documents=entry.meta.documents, state="active" if count else "empty",
                 license=corpus.license, source_url=corpus.source_url, root=corpus.root,
+                embedder=index_embedder(entry.meta)[0].label, search=search, keyword_only_reason=reason,
             ))
         return summaries
 

@@ -5,7 +5,9 @@ filter (the caller's readable corpora included, so the ACL holds inside the stor
 the routing), fused by reciprocal rank fusion. Corpora are merged by the fused score.
 
 Degradation is reported, never silent: embedding runtime down or slow -> BM25 only, ``query_mode``
-"sparse", ``degraded`` ["embedding"], ragmesh_degraded_total. A store that is down is an error
+"sparse", ``degraded`` ["embedding"], ragmesh_degraded_total. An index whose embedder is neither the
+serving one nor declared compatible with it (ragmesh_common.embedders.compatibility) is searched by
+BM25 alone, ``degraded`` ["embedding_model"], and the hint says why. A store that is down is an error
 (UNAVAILABLE): there is nothing to degrade to.
 """
 
@@ -18,6 +20,8 @@ import re
 import msgspec
 from opentelemetry import trace
 
+from ragmesh_common.embedders.compatibility import decide, index_embedder
+from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import CollectionMeta
 from ragmesh_common.telemetry import Stopwatch, query_hash, tracer
@@ -98,15 +102,16 @@ class HybridRetriever:
         embed_watch = Stopwatch()
         mode = self._mode_for(query)
         if mode == "sparse":  # configured keyword-only: no embedding, nothing degraded
-            dense, model_id, degraded = None, None, []
+            dense, serving, degraded = None, None, []
         else:
-            dense, model_id = await self._embed(query)
+            dense, serving = await self._embed(query)
             degraded = [] if dense is not None else ["embedding"]
         embed_ms = embed_watch.ms
         # The ACL travels into every store query. Listing the readable corpora that have an index (not
         # every name in a possibly long ACL) keeps the filter small and excludes the same points.
         acl = tuple(c.corpus for c in readable)
-        plans = await self._plans(targets, acl, query, dense, model_id, top_k, request, degraded, mode)
+        refused: dict[str, str] = {}
+        plans = await self._plans(targets, acl, query, dense, serving, top_k, request, degraded, mode, refused)
 
         query_watch = Stopwatch()
         per_corpus = await asyncio.gather(*(self._query(plan) for plan in plans))
@@ -124,7 +129,8 @@ class HybridRetriever:
             index_versions=sorted({p.target.index_version for p in plans}),
             degraded=degraded,
             filtered_by_threshold=filtered,
-            hint=_hint(results, filtered, request, degraded, used_dense or used_sparse, len(targets), skipped),
+            hint=_hint(results, filtered, request, degraded, used_dense or used_sparse, len(targets), skipped,
+                       refused),
             skipped_libraries=skipped,
         )
         return outcome, {"embed_ms": embed_ms, "query_ms": query_ms}
@@ -134,8 +140,8 @@ class HybridRetriever:
             return "sparse"
         return self.limits.mode
 
-    async def _embed(self, query: str) -> tuple[list[float] | None, str | None]:
-        """(query vector, model id), or (None, None) when the runtime is down or too slow."""
+    async def _embed(self, query: str) -> tuple[list[float] | None, EmbedderIdentity | None]:
+        """(query vector, the serving embedder), or (None, None) when the runtime is down or too slow."""
         # A GenAI embeddings call in OpenTelemetry's semantic conventions (gen_ai.* attributes).
         with _tracer.start_as_current_span("embeddings", kind=trace.SpanKind.CLIENT,
                                            attributes={"gen_ai.operation.name": "embeddings"}) as span, \
@@ -145,6 +151,7 @@ class HybridRetriever:
                     model_id = await self.embedder.model_id()
                     span.update_name(f"embeddings {model_id}")
                     span.set_attribute("gen_ai.request.model", model_id)
+                    serving = await self.embedder.identity()
                     vector = await self.embedder.embed_query(query)
             except (RagmeshError, TimeoutError) as exc:
                 reason = exc.code.value if isinstance(exc, RagmeshError) else ErrorCode.DEADLINE_EXCEEDED.value
@@ -155,7 +162,7 @@ class HybridRetriever:
             span.set_attribute("ragmesh.embedding.model", model_id)
             span.set_attribute("ragmesh.embedding.dimensions", len(vector))
             span.set_attribute("gen_ai.embeddings.dimension.count", len(vector))
-            return vector, model_id
+            return vector, serving
 
     async def _plans(
         self,
@@ -163,24 +170,30 @@ class HybridRetriever:
         acl: tuple[str, ...],
         query: str,
         dense: list[float] | None,
-        model_id: str | None,
+        serving: EmbedderIdentity | None,
         top_k: int,
         request: SearchInput,
         degraded: list[str],
         mode: str,
+        refused: dict[str, str],
     ) -> list[_Plan]:
         sparse_by_config: dict[bytes, SparseVector] = {}
         plans = []
         for target in targets:
             meta = target.meta
             use_dense = dense
-            if dense is not None and (len(dense) != meta.vector_size or model_id != meta.embedding_model):
-                # A vector from another model is noise against this index: keywords only, and say so.
-                use_dense = None
-                _add(degraded, "embedding_model")
-                log.warning("query model differs from the index", extra={"fields": {
-                    "index_version": target.index_version, "index_model": meta.embedding_model,
-                    "index_dimensions": meta.vector_size, "query_model": model_id, "query_dimensions": len(dense)}})
+            if dense is not None and serving is not None:
+                recorded, legacy = index_embedder(meta)
+                verdict = decide(recorded, serving, query_dimension=len(dense), legacy=legacy)
+                if not verdict.accepted:
+                    # A vector from an embedder not declared compatible is noise against this index:
+                    # keywords only, and say so.
+                    use_dense = None
+                    _add(degraded, "embedding_model")
+                    refused[target.corpus] = verdict.reason
+                    log.warning("index refused for the serving embedder", extra={"fields": {
+                        "index_version": target.index_version, "corpus": target.corpus,
+                        "reason": verdict.reason}})
             sparse = None
             if mode != "dense":
                 sparse = await self._sparse(meta, query, sparse_by_config, degraded)
@@ -293,6 +306,7 @@ def _hint(
     had_signal: bool,
     searched: int,
     skipped: list[str],
+    refused: dict[str, str] | None = None,
 ) -> str:
     parts = []
     if not results:
@@ -306,6 +320,8 @@ def _hint(
             parts.append(HINT_NO_MATCH)
     if "embedding" in degraded and had_signal:
         parts.append(HINT_KEYWORD_ONLY)
+    for corpus, reason in sorted((refused or {}).items()):
+        parts.append(f"{corpus} is searched by keywords only: {reason}")
     if skipped:
         parts.append(f"searched {searched} of {searched + len(skipped)} corpora; "
                      "name a library or corpus to search the others")

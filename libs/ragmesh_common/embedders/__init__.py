@@ -1,0 +1,1 @@
+"""Which embedding model made a vector, and which embedders may share an index (docs/runtime.md)."""

@@ -1,0 +1,60 @@
+"""The measured check behind the declarations: the CPU runtime's int8 MiniLM against the fp32
+weights as TEI computes them (bench/minilm_reference.py), on the product-docs probes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+
+from embedder_compat import Encoders, product_docs_probes  # noqa: E402
+
+from ragmesh_common.embedders.compatibility import DECLARED, MINILM_INT8_ONNX, THRESHOLDS, minilm_tei  # noqa: E402
+from ragmesh_common.embedders.measure import compare, topk_overlap  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def probes() -> tuple[list[str], list[str]]:
+    docs, queries = product_docs_probes()
+    return docs[:24], queries[::4][:20]
+
+
+@pytest.fixture(scope="module")
+def encoders() -> Encoders:
+    return Encoders()
+
+
+def test_int8_and_fp16_tei_minilm_agree_and_the_pair_is_declared(encoders: Encoders, probes) -> None:
+    docs, queries = probes
+    int8 = encoders.embed("runtime-int8", docs), encoders.embed("runtime-int8", queries)
+    fp16 = encoders.embed("tei-fp16", docs), encoders.embed("tei-fp16", queries)
+    agreement = compare(int8[0], fp16[0], int8[1], fp16[1])
+    assert THRESHOLDS.admit(agreement), agreement
+    declared = [d for d in DECLARED if {d.a.dtype, d.b.dtype} == {"int8", "float16"}]
+    assert declared and declared[0].a.same_embedder(MINILM_INT8_ONNX) and declared[0].b.same_embedder(
+        minilm_tei("float16"))
+
+
+def test_the_same_weights_with_cls_pooling_are_refused(encoders: Encoders, probes) -> None:
+    docs, queries = probes
+    int8 = encoders.embed("runtime-int8", docs), encoders.embed("runtime-int8", queries)
+    cls = encoders.embed("tei-cls", docs), encoders.embed("tei-cls", queries)
+    agreement = compare(int8[0], cls[0], int8[1], cls[1])
+    assert not THRESHOLDS.admit(agreement), agreement
+    assert agreement.cosine_p1 < THRESHOLDS.cosine_p1
+
+
+def test_compare_measures_both_directions_and_refuses_mismatched_shapes() -> None:
+    rng = np.random.default_rng(3)
+    docs = rng.standard_normal((30, 8))
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    same = compare(docs, docs, docs[:5], docs[:5], k=3)
+    assert (same.cosine_min, same.topk_agreement) == (1.0, 1.0)
+    assert topk_overlap(docs, docs, docs[:5], k=3) == 1.0
+    assert topk_overlap(docs, -docs, docs[:5], k=3) == 0.0  # every ranking reversed
+    with pytest.raises(ValueError, match="differ in shape"):
+        compare(docs, docs[:, :4], docs[:5], docs[:5, :4])
