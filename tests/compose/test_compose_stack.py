@@ -47,12 +47,14 @@ def test_the_index_job_activates_a_version_and_a_second_run_changes_nothing(stac
     first = index_job(stack)
     version = first["build"]["index_version"]
     assert first["validation"]["passed"] is True
-    assert first["promote"] == {"corpus": CORPUS, "active_version": version, "changed": True}
+    # A first version: nothing was active before it (the CLI writes every field, empty ones too).
+    assert first["promote"] == {"corpus": CORPUS, "active_version": version, "previous_version": "",
+                                "changed": True}
 
     again = index_job(stack)
     assert again["build"]["index_version"] == version and again["build"]["reused_existing"] is True
     assert again["promote"]["active_version"] == version and not again["promote"].get("changed")
-    stack.facts["index_version"] = f"rm__quokka-main__{version}"
+    stack.facts["index_version"] = version  # the same name in the CLI, REST and MCP
     wait_ready(stack)
     report["memory_after_indexing"] = stack.project.memory()
 
