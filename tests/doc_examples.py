@@ -59,6 +59,7 @@ NOT_RUN_REASONS = {
     "browser": "needs a web browser (tests/e2e/test_widget*.py drive headless Chromium instead)",
     "drill": "pauses or kills a part of the mesh every other test uses",
     "suite": "runs the test suite itself",
+    "tested": "a transcript of a mesh of its own: the named test checks the same behaviour",
 }
 NOT_EXAMPLE_REASONS = {
     "diagram": "a picture in text",
