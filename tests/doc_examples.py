@@ -35,8 +35,10 @@ has them (a context's ``substitutions``). Everything else must be equal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -532,15 +534,19 @@ def run_step(step: Step, shell: Shell, where: str) -> Outcome:
     script = f'{command}\n__doc_rc=$?\nenv -0 > "{env_file}"\npwd > "{env_file}.cwd"\nexit $__doc_rc\n'
     problems: list[str] = []
     started = time.monotonic()
+    # A session of its own, so that a command that never ends (a server started by mistake) is
+    # stopped with everything it started, not left running for the rest of the suite.
+    process = subprocess.Popen(["bash", "-c", script], cwd=shell.cwd, env=shell.env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        done = subprocess.run(["bash", "-c", script], cwd=shell.cwd, env=shell.env, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=shell.timeout_s)
-        code, stdout, stderr = done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+        out, err = process.communicate(timeout=shell.timeout_s)
+        code, stdout, stderr = process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
         _carry_shell_state(shell, Path(env_file))
-    except subprocess.TimeoutExpired as exc:
-        code = -1
-        stdout = (exc.stdout or b"").decode(errors="replace")
-        stderr = (exc.stderr or b"").decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        code, stdout, stderr = -1, out.decode(errors="replace"), err.decode(errors="replace")
         problems.append(f"did not finish within {shell.timeout_s:.0f} s")
     finally:
         for leftover in (env_file, env_file + ".cwd"):
