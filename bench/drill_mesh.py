@@ -76,7 +76,11 @@ class DrillMesh:
             "RAGMESH_RATE_LIMITS": "*=1000/2000", "RAGMESH_LOG_LEVEL": "warning",
             "RAGMESH_RUNTIME_CACHE_SAVE_INTERVAL_S": "5", "OMP_WAIT_POLICY": "PASSIVE", **self.extra_env,
         })
-        self.state.mkdir(parents=True, exist_ok=True)
+        # Claimed as `ragmesh up` claims it (the RAGMESH_STATE marker), so that the drill's own log in
+        # it does not make the folder a stranger's.
+        from ragmesh_cli.lifecycle import StateFolder
+
+        StateFolder(self.state).claim()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "ragmesh_cli.main", "up", "--corpus", str(self.corpus),

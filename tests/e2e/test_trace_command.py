@@ -61,7 +61,10 @@ def trace_json(mesh, request_id: str, wanted=SERVICES) -> dict:
 @pytest.fixture(scope="module")
 def chat(mesh) -> dict:
     request_id = f"trace-cli-{time.time_ns()}"
-    result = stream_answer(mesh.gateway_url, QUESTION, headers={"X-Request-ID": request_id}, timeout=120)
+    # A question asked nowhere else in the session: retrieval keeps the embeddings of queries it saw,
+    # and a cached one would leave no runtime span under the search.
+    question = f"{QUESTION} ({request_id})"
+    result = stream_answer(mesh.gateway_url, question, headers={"X-Request-ID": request_id}, timeout=120)
     assert result["terminal"] and result["terminal"]["event"] == "done", result["terminal"]
     return {"request_id": request_id, "tree": trace_json(mesh, request_id)}
 
