@@ -130,7 +130,9 @@ class DrillMesh:
         return out
 
     def healthy(self, service: str) -> bool:
-        return self.probe.is_healthy(service)
+        # The probe started nothing, so it asks whether the service answers; which process answers
+        # is the drill's question (children() names the one `ragmesh up` runs now).
+        return self.probe.answers(service)
 
     # --- the stores ------------------------------------------------------------------------------
     @property

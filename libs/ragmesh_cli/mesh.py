@@ -228,7 +228,7 @@ class Mesh:
             if proc is not None and proc.poll() is not None:
                 tail = self._log_tail(svc)
                 raise RuntimeError(f"{svc} exited with code {proc.returncode} during start\n{tail}")
-            if self._answers(svc):
+            if self.answers(svc):
                 stranger = self.stranger_on_port(svc)
                 if stranger:
                     raise RuntimeError(stranger)
@@ -239,9 +239,11 @@ class Mesh:
 
     def is_healthy(self, svc: str) -> bool:
         """The health check answers, and from the process this mesh started."""
-        return self._answers(svc) and self._listens(svc) and not self.stranger_on_port(svc)
+        return self.answers(svc) and self._listens(svc) and not self.stranger_on_port(svc)
 
-    def _answers(self, svc: str) -> bool:
+    def answers(self, svc: str) -> bool:
+        """The health check answers, whichever process holds the port (an observer that started
+        nothing, such as the drills, asks this; `ragmesh up` also asks :meth:`is_healthy`)."""
         from ragmesh_common.healthcheck import check_grpc, check_http
 
         try:
