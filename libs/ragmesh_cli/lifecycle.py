@@ -25,12 +25,13 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ragmesh_common.infra import port_free
 
 MARKER = "RAGMESH_STATE"
 LOCK = "ragmesh.lock"
@@ -145,17 +146,6 @@ def _ended(process, timeout: float) -> bool:
 
 
 # ---------------------------------------------------------------- ports
-
-def port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # SO_REUSEADDR: a port left in TIME_WAIT by an earlier run is free; one being listened on is not.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
 
 def listeners(port: int) -> set[int | None] | None:
     """Pids listening on TCP ``port`` (None for a socket whose process this user cannot see), or

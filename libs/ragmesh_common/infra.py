@@ -81,8 +81,10 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Nothing listens on ``port`` on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR: a port left in TIME_WAIT by an earlier run is free; one being listened on is not.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
@@ -95,7 +97,7 @@ def _choose_port(port_file: Path) -> int:
     """The port used last time when it is still free (stable URLs across restarts), else a new one."""
     with contextlib.suppress(OSError, ValueError):
         previous = int(port_file.read_text().strip())
-        if _port_free(previous):
+        if port_free(previous):
             return previous
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
