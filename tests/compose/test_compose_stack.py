@@ -239,6 +239,20 @@ def test_restarting_retrieval_keeps_the_index(stack: Stack) -> None:
     assert body["results"][0]["source_path"] == "guide/install.md"
 
 
+def test_prometheus_loads_the_alert_rules_that_promtool_tests(stack: Stack) -> None:
+    """alerts.yml is unit-tested by promtool (tests/contract); here the stack's Prometheus loaded all of it."""
+    import yaml
+
+    source = yaml.safe_load((ROOT / "deploy/observability/alerts.yml").read_text(encoding="utf-8"))
+    expected = {rule["alert"] for group in source["groups"] for rule in group["rules"]}
+    answer = stack.project.run("exec", "-T", "prometheus", "wget", "-q", "-O", "-",
+                               "http://127.0.0.1:9090/api/v1/rules?type=alert", timeout=60)
+    groups = json.loads(answer.stdout)["data"]["groups"]
+    loaded = {rule["name"] for group in groups for rule in group["rules"]}
+    assert expected and loaded == expected, sorted(expected ^ loaded)
+    assert all(rule["health"] == "ok" for group in groups for rule in group["rules"]), groups
+
+
 def test_no_answer_was_a_5xx_and_no_log_holds_a_question_or_a_token(stack: Stack) -> None:
     failures = [entry for entry in stack.statuses if entry[2] >= 500]
     assert stack.statuses and not failures, failures
