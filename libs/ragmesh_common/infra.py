@@ -93,12 +93,23 @@ def port_free(port: int) -> bool:
     return True
 
 
+# A server that just died may hold its port a moment longer (its last child still exiting), and
+# clients keep the old URL: the previous port is worth a short wait before a new one is taken.
+_PREVIOUS_PORT_WAIT_S = 5.0
+
+
 def _choose_port(port_file: Path) -> int:
-    """The port used last time when it is still free (stable URLs across restarts), else a new one."""
+    """The port used last time when it is (or soon becomes) free, for stable URLs across restarts;
+    else a new one."""
     with contextlib.suppress(OSError, ValueError):
         previous = int(port_file.read_text().strip())
-        if port_free(previous):
-            return previous
+        deadline = time.monotonic() + _PREVIOUS_PORT_WAIT_S
+        while True:
+            if port_free(previous):
+                return previous
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
