@@ -127,8 +127,10 @@ def test_both_gateway_replicas_share_one_rate_limit_budget(stack: Stack, report:
     rate, burst_size = (float(x) for x in limits.get("read", limits["*"]).split("/"))
     token = stack.create_token("compose-rate-limit", "rag:read")  # a sender with a bucket of its own
     seconds, prefix = 10.0, f"rl-{uuid.uuid4().hex[:12]}-"
+    # 4 x 50 requests/s: ten times the budget and four times nginx's flood guard (50 r/s per address),
+    # so both limits are reached, and few enough that nginx's log of them stays whole.
     counts = asyncio.run(burst(stack.base_url, "/api/rag/v1/corpora", token, seconds=seconds, connections=4,
-                               request_id_prefix=prefix))
+                               request_id_prefix=prefix, per_connection_rps=50))
     stack.statuses.extend(("GET", "/api/rag/v1/corpora", status) for status, n in counts.items() for _ in range(n))
 
     # nginx's access log names the replica that answered each request; a 429 of nginx's own flood
@@ -187,6 +189,8 @@ def test_a_crashed_service_degrades_answers_and_its_restart_policy_brings_it_bac
         time.sleep(3)
         restarts_before = project.crash(service)
         crashed = time.monotonic()
+        for kind in affected:  # down for a second or two: less than a chat's pace
+            traffic.rush(kind, 3)  # within each kind's rate-limit burst (chat 5, search 20)
         while project.state(service)["RestartCount"] == restarts_before:
             assert time.monotonic() - crashed < 60, f"{service} was not restarted: {project.state(service)}"
             time.sleep(0.2)
