@@ -84,6 +84,7 @@ def load_settings(port: int | None = None, host: str | None = None) -> Retrieval
             max_top_k=env_int("RAGMESH_RETRIEVAL_MAX_TOP_K", 50),
             max_libraries=env_int("RAGMESH_RETRIEVAL_MAX_LIBRARIES", 8),
             min_dense_score=env_float("RAGMESH_RETRIEVAL_MIN_DENSE_SCORE", 0.2),
+            min_sparse_score=env_float("RAGMESH_RETRIEVAL_MIN_SPARSE_SCORE", 7.0),
             candidates=env_int("RAGMESH_RETRIEVAL_CANDIDATES", 50),
             rrf_k=env_int("RAGMESH_RETRIEVAL_RRF_K", 60),
             embed_timeout_s=env_float("RAGMESH_RETRIEVAL_EMBED_TIMEOUT_S", 3.0),

@@ -172,6 +172,26 @@ async def test_threshold_drops_weak_hits_but_keeps_strong_ones(make_mesh: MeshFa
     assert outcome.hint == ""
 
 
+async def test_a_strong_keyword_match_passes_the_threshold_its_dense_score_misses(make_mesh: MeshFactory) -> None:
+    # A chunk that mixes topics ("Peyton Manning ... Lady Gaga performed the national anthem") has
+    # a low cosine to a question about its minor topic, yet BM25 finds the question's rare words
+    # in it: the threshold lets a hit through on either signal.
+    mesh = await make_mesh(min_dense_score=0.99, min_sparse_score=1.0)
+    await indexed(mesh)
+    outcome = await mesh.search("cron expressions", [ALPHA], top_k=10)
+    assert [r.chunk.chunk_id for r in outcome.results] == [ALPHA_DOCS[2].chunk_id]
+    assert outcome.results[0].scores["dense"] < 0.99 <= 1.0 <= outcome.results[0].scores["sparse"]
+    assert outcome.filtered_by_threshold == len(ALPHA_DOCS) - 1
+
+
+async def test_a_weak_keyword_match_does_not_pass_the_threshold(make_mesh: MeshFactory) -> None:
+    mesh = await make_mesh(min_dense_score=0.99, min_sparse_score=50.0)
+    await indexed(mesh)
+    outcome = await mesh.search("cron expressions", [ALPHA], top_k=10)
+    assert outcome.results == []
+    assert outcome.hint == HINT_THRESHOLD
+
+
 async def test_top_k_above_the_cap_is_truncated(make_mesh: MeshFactory) -> None:
     mesh = await make_mesh(max_top_k=2, min_dense_score=-1.0)
     await indexed(mesh)

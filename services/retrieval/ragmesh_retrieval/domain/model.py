@@ -9,10 +9,15 @@ class SearchLimits(msgspec.Struct, frozen=True):
     max_query_chars: int = 2000
     max_top_k: int = 50
     max_libraries: int = 8
-    # Cosine similarity of the query vector and a hit's dense vector. RRF scores only rank, they say
-    # nothing about relevance, so the threshold is on the dense signal; sparse-only (degraded)
-    # searches have no such signal and apply no threshold.
+    # The relevance threshold. RRF scores only rank, they say nothing about relevance, so a hit must
+    # pass on one of its own signals: the cosine of the query vector and its dense vector, or its
+    # BM25 score. The BM25 floor lets through a chunk that mixes topics ("Peyton Manning ... Lady
+    # Gaga performed the national anthem"), whose cosine to a question about its minor topic is
+    # low but which holds the question's rare words: 7 is about one term found in one chunk of a
+    # thousand, or two terms each in one of fifty (IDF ln(N/n)). Sparse-only (degraded) searches
+    # have no dense signal and apply no threshold.
     min_dense_score: float = 0.2
+    min_sparse_score: float = 7.0
     candidates: int = 50
     rrf_k: int = 60
     embed_timeout_s: float = 3.0

@@ -263,7 +263,7 @@ class HybridRetriever:
             for hit in hits:
                 if hit.payload.get("corpus") not in readable:
                     continue  # the store filter already excludes these; never trust one layer alone
-                if hit.dense is not None and hit.dense < self.limits.min_dense_score:
+                if not self._relevant(hit):
                     filtered += 1
                     continue
                 kept.append((hit, plan.target.collection))
@@ -282,6 +282,11 @@ class HybridRetriever:
             if len(results) == top_k:
                 break
         return results, filtered
+
+    def _relevant(self, hit: ScoredHit) -> bool:
+        if hit.dense is None or hit.dense >= self.limits.min_dense_score:
+            return True
+        return hit.sparse is not None and hit.sparse >= self.limits.min_sparse_score
 
 
 _HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
