@@ -157,7 +157,7 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     min_score: float = 0.5  # RAGMESH_RUNTIME_GENERATOR_MIN_SCORE
     # Chinese questions are scored by character-bigram overlap alone (see generator/extractive.py).
     cjk_min_overlap: float = 0.25  # RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP
-    max_units: int = 2  # RAGMESH_RUNTIME_GENERATOR_MAX_UNITS: units copied into one answer
+    max_units: int = 3  # RAGMESH_RUNTIME_GENERATOR_MAX_UNITS: units copied into one answer
     lexical_weight: float = 0.3  # RAGMESH_RUNTIME_GENERATOR_LEXICAL_WEIGHT
     # A unit's context (heading, column headers, lead-in) counts this much of its own words.
     context_weight: float = 0.5  # RAGMESH_RUNTIME_GENERATOR_CONTEXT_WEIGHT
@@ -167,11 +167,12 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     # Embed a sentence with its section heading (table rows, items and code lines always are).
     sentence_context: bool = True  # RAGMESH_RUNTIME_GENERATOR_SENTENCE_CONTEXT
     # Subtracted per place a source stands below the first (sources arrive best-retrieved first).
-    rank_weight: float = 0.03  # RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT
+    # 0 since retrieval's BM25 floor lets mixed-topic chunks in (they rank low but hold the answer).
+    rank_weight: float = 0.0  # RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT
     # Subtracted when the question asks for a number, date or name the unit cannot hold.
     kind_penalty: float = 0.2  # RAGMESH_RUNTIME_GENERATOR_KIND_PENALTY
     # Further units join the answer only while within this distance of the best score.
-    score_margin: float = 0.1  # RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN
+    score_margin: float = 0.2  # RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN
     # Units beyond this many (in source order) are not scored; bounds the work per answer.
     max_evidence_units: int = 400  # RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS
     max_prompt_chars: int = 200_000  # RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS
