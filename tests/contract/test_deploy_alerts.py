@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -82,16 +81,6 @@ def selectors(expr: str) -> list[tuple[str, set[str]]]:
     found = []
     for name, matchers in re.findall(r"\b(ragmesh_[a-z0-9_]+|up)\b(?:\{([^}]*)\})?", expr):
         found.append((name, set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers or ""))))
-    return found
-
-
-@pytest.fixture
-def promtool(pytestconfig: pytest.Config) -> str:
-    found = shutil.which("promtool")
-    if not found:
-        # tests/conftest.py as pytest loaded it (several conftest modules share the name).
-        root_conftest = pytestconfig.pluginmanager.getplugin(str(ROOT / "tests" / "conftest.py"))
-        root_conftest.skip_or_fail("promtool is not installed (apt-get install -y prometheus)")
     return found
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,16 +103,6 @@ def test_prometheus_scrapes_every_ragmesh_service_on_its_metrics_port() -> None:
         (discovery,) = jobs[service]["dns_sd_configs"]
         assert discovery["names"] == [service] and discovery["type"] == "A" and discovery["port"] == port
         assert jobs[service].get("metrics_path", "/metrics") == "/metrics"
-
-
-@pytest.fixture
-def promtool(pytestconfig: pytest.Config) -> str:
-    found = shutil.which("promtool")
-    if not found:
-        # tests/conftest.py as pytest loaded it (several conftest modules share the name).
-        root_conftest = pytestconfig.pluginmanager.getplugin(str(ROOT / "tests" / "conftest.py"))
-        root_conftest.skip_or_fail("promtool is not installed (apt-get install -y prometheus)")
-    return found
 
 
 @pytest.mark.needs_program("promtool")

@@ -336,7 +336,10 @@ def running_mesh() -> Iterator[Mesh]:
 
 @contextlib.asynccontextmanager
 async def serve(app: Litestar, *, port: int = 0) -> AsyncIterator[str]:
-    """Run the app under a real uvicorn on loopback (a free port unless given); yields the base URL."""
+    """Run the app under a real uvicorn on loopback (a free port unless given); yields the base URL.
+
+    From synchronous code (a module-scoped fixture) use loopback_server.serve_in_thread.
+    """
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -350,27 +353,6 @@ async def serve(app: Litestar, *, port: int = 0) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
-
-
-@contextlib.contextmanager
-def serve_in_thread(app: Litestar) -> Iterator[str]:
-    """``serve`` for a module-scoped fixture: uvicorn on its own event loop in a thread."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        threading.Event().wait(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        loop.close()
 
 
 def as_loopback(app: Litestar) -> Litestar:

@@ -27,7 +27,8 @@ import pytest
 
 pytest.importorskip("schemathesis", reason="schemathesis is not installed")
 
-from gateway_mesh import running_mesh, serve_in_thread  # noqa: E402
+from gateway_mesh import running_mesh  # noqa: E402
+from loopback_server import serve_in_thread  # noqa: E402
 from ragmesh_gateway.app import create_app  # noqa: E402
 
 EXAMPLES = 50

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway_mesh import Mesh, running_mesh, serve_in_thread
+from gateway_mesh import Mesh, running_mesh
+from loopback_server import serve_in_thread
 from ragmesh_gateway.app import create_app
 
 API = "/api/rag/v1"

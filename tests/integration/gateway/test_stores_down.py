@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from gateway_mesh import Mesh, running_mesh, serve_in_thread
+from gateway_mesh import Mesh, running_mesh
+from loopback_server import serve_in_thread
 from ragmesh_gateway.app import create_app
 
 API = "/api/rag/v1"

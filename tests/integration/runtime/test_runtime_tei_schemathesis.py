@@ -7,9 +7,7 @@ Bounded (``EXAMPLES`` per operation, no shrinking): the models do real work for 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +21,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     response_schema_conformance,
     status_code_conformance,
 )
+from loopback_server import serve_in_thread  # noqa: E402
 from tei_spec import document  # noqa: E402
 
 from ragmesh_runtime.app import create_app  # noqa: E402
@@ -39,24 +38,8 @@ SCHEMA.config.generation.update(
 
 @pytest.fixture(scope="module")
 def runtime_url(runtime_models) -> Iterator[str]:
-    import uvicorn
-
-    app = create_app(RuntimeSettings(), runtime_models)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False))
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        threading.Event().wait(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        loop.close()
+    with serve_in_thread(create_app(RuntimeSettings(), runtime_models)) as url:
+        yield url
 
 
 @SCHEMA.parametrize()

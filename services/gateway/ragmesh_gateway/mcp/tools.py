@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_type_hints
+
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.chat.presenters import answer_response, chat_params
@@ -9,7 +11,7 @@ from ragmesh_gateway.chat.schemas import AnswerResponse, ChatRequest
 from ragmesh_gateway.corpora.presenters import corpora_response, stats_response
 from ragmesh_gateway.corpora.schemas import CorporaResponse, ListCorporaRequest, StatsRequest, StatsResponse
 from ragmesh_gateway.deps import GatewayServices
-from ragmesh_gateway.mcp.struct_tools import CallerSource, StructTool
+from ragmesh_gateway.mcp.struct_tools import CallerSource, Handler, StructTool
 from ragmesh_gateway.search.presenters import batch_get_response, search_params, search_response
 from ragmesh_gateway.search.schemas import BatchGetRequest, BatchGetResponse, SearchRequest, SearchResponse
 from ragmesh_gateway.security.tokens import Scope
@@ -73,50 +75,33 @@ async def _with_scope(caller: CallerSource, scope: Scope):
     return who
 
 
+# The tools in the order tools/list gives them. Each is the ToolCalls method of its name: the Structs
+# of that method's ``params`` and return are the tool's input and output schemas, and its title is
+# the name in words.
+DESCRIPTIONS: dict[str, str] = {
+    "search_articles": "Hybrid search over the indexed documents; results are ranked passages with "
+    "url, quote and source_lines." + UNTRUSTED,
+    "get_article_chunks": "Read chunks by chunk_id, pinned to the index_version a search returned; "
+    "include_content adds the surrounding section." + UNTRUSTED,
+    "answer_from_articles": "A grounded answer to a question, citing sources as [S1], [S2]; status 'error' "
+    "with error.code when generation failed." + UNTRUSTED,
+    "list_corpora": "The corpora (library@version) you may search, with their active index version.",
+    "knowledge_base_stats": "Counts of corpora, documents and chunks, and the embedding model in use.",
+}
+
+
 def build_tools(services: GatewayServices) -> list[StructTool]:
     calls = ToolCalls(services)
-    return [
-        StructTool(
-            name="search_articles",
-            title="Search articles",
-            description="Hybrid search over the indexed documents; results are ranked passages with "
-            "url, quote and source_lines." + UNTRUSTED,
-            input_type=SearchRequest,
-            output_type=SearchResponse,
-            handler=calls.search_articles,
-        ),
-        StructTool(
-            name="get_article_chunks",
-            title="Get article chunks",
-            description="Read chunks by chunk_id, pinned to the index_version a search returned; "
-            "include_content adds the surrounding section." + UNTRUSTED,
-            input_type=BatchGetRequest,
-            output_type=BatchGetResponse,
-            handler=calls.get_article_chunks,
-        ),
-        StructTool(
-            name="answer_from_articles",
-            title="Answer from articles",
-            description="A grounded answer to a question, citing sources as [S1], [S2]; status 'error' "
-            "with error.code when generation failed." + UNTRUSTED,
-            input_type=ChatRequest,
-            output_type=AnswerResponse,
-            handler=calls.answer_from_articles,
-        ),
-        StructTool(
-            name="list_corpora",
-            title="List corpora",
-            description="The corpora (library@version) you may search, with their active index version.",
-            input_type=ListCorporaRequest,
-            output_type=CorporaResponse,
-            handler=calls.list_corpora,
-        ),
-        StructTool(
-            name="knowledge_base_stats",
-            title="Knowledge base stats",
-            description="Counts of corpora, documents and chunks, and the embedding model in use.",
-            input_type=StatsRequest,
-            output_type=StatsResponse,
-            handler=calls.knowledge_base_stats,
-        ),
-    ]
+    return [_tool(name, description, getattr(calls, name)) for name, description in DESCRIPTIONS.items()]
+
+
+def _tool(name: str, description: str, handler: Handler) -> StructTool:
+    hints = get_type_hints(handler)
+    return StructTool(
+        name=name,
+        title=name.replace("_", " ").capitalize(),
+        description=description,
+        input_type=hints["params"],
+        output_type=hints["return"],
+        handler=handler,
+    )
