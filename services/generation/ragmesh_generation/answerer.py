@@ -303,7 +303,26 @@ class GroundedAnswerer:
 
 
 def _cut(source: EvidenceSource, max_chars: int) -> EvidenceSource:
-    return replace(source, text=source.text[:max_chars]) if len(source.text) > max_chars else source
+    """At most ``max_chars`` of the source: whole lines around its focus (the retrieved chunk),
+    else its head. A parent section longer than the limit would otherwise lose the very chunk
+    retrieval found in it."""
+    text = source.text
+    if len(text) <= max_chars:
+        return source
+    probe = source.focus.strip()[:200]
+    at = text.find(probe) if probe else -1
+    if at < 0:
+        return replace(source, text=text[:max_chars])
+    focus_end = min(at + len(source.focus.strip()), len(text))
+    begin = max(0, min(at - max(0, max_chars - (focus_end - at)) // 2, len(text) - max_chars))
+    end = begin + max_chars
+    line_start = text.find("\n", begin, at)  # start at a line, when one starts before the focus
+    if begin > 0 and line_start >= 0:
+        begin = line_start + 1
+    line_end = text.rfind("\n", focus_end, end)  # and end at one, when one ends after it
+    if end < len(text) and line_end >= 0:
+        end = line_end
+    return replace(source, text=text[begin:end])
 
 
 def _current(span: trace.Span):

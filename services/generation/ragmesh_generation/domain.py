@@ -24,6 +24,9 @@ class EvidenceSource:
     # What the model reads and what quotes are checked against: one text for both, so a quote
     # can only pass if the model could have copied it.
     text: str
+    # The retrieved chunk itself when ``text`` is its parent section: a section cut to fit the
+    # prompt keeps the part around it, not the section's head.
+    focus: str = ""
 
 
 @dataclass(frozen=True)

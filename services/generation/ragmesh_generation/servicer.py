@@ -25,6 +25,7 @@ def to_request(request: generation_pb2.GenerateRequest) -> AnswerRequest:
             url=s.chunk.url,
             # The expanded parent section when retrieval sent one, else the chunk itself.
             text=s.chunk.content or s.chunk.quote,
+            focus=s.chunk.quote if s.chunk.content else "",
         )
         for s in request.sources
     ]

@@ -304,6 +304,24 @@ async def test_history_and_evidence_are_capped() -> None:
     assert "z" * SETTINGS.max_source_chars not in messages[-1]["content"]
 
 
+async def test_a_cut_parent_section_keeps_the_retrieved_chunk() -> None:
+    # Retrieval sends a chunk's whole parent section; on xquad-en-qa one in thirteen was longer
+    # than max_source_chars, and cutting its head off lost the chunk that had been found.
+    limit = SETTINGS.max_source_chars
+    chunk = "Following the election of 1997, the UK formally subscribed to the Agreement."
+    lines = [f"Line {i} of an earlier paragraph about something else." for i in range(300)]
+    parent = "\n".join(lines[:200] + [chunk] + lines[200:])
+    assert parent.index(chunk) > limit
+    source = EvidenceSource("S1", "t", "h", "", parent, focus=chunk)
+    model = ScriptedChatModel(["In 1997 [S1]."])
+    await collect(model, request(sources=[source]))
+    evidence = model.calls[0][-1]["content"]
+    assert chunk in evidence
+    kept = evidence.split("\n", 2)[2].rsplit("\n</source>", 1)[0]  # the text between the tags
+    assert len(kept) <= limit
+    assert kept.split("\n")[0] in lines and kept.split("\n")[-1] in lines  # cut at line ends
+
+
 class _GarbageChatClient:
     """Stands in for ragmesh_common's ChatClient when the event stream is not JSON."""
 
