@@ -23,6 +23,7 @@ _WIDE_ENDS = "。！？"
 # Punctuation that may follow a trailing citation and still belongs to the sentence: "Foo [S1]."
 _AFTER_MARKER = ".,;:!?。，；：！？)"
 _OPENERS = {'"': '"', "“": "”", "「": "」", "『": "』"}
+_CLOSERS = "\"'”’」』)"  # may stand between a sentence end and a citation marker
 _FENCES = ("```", "~~~")
 _UNFINISHED_MARKER = re.compile(r"\[\s*(?:S\d*(?:\s*[,;]\s*(?:S\d*)?)*)?\s*\Z")
 _ABBREVIATIONS = frozenset(
@@ -132,6 +133,8 @@ class SegmentBuffer:
             match = CITATION.match(text, pos)
             if match:
                 st.cited, st.pos = True, match.end()
+                if _ends_sentence(text, pos):  # "Foo. [S1]": the marker closes the sentence before it
+                    st.boundary = match.end()
                 return True
             if not final and _UNFINISHED_MARKER.match(text, pos):
                 return False
@@ -166,6 +169,17 @@ class SegmentBuffer:
             if _UNFINISHED_MARKER.match(text, ahead):
                 return end if final else None
             return end
+
+
+def _ends_sentence(text: str, marker: int) -> bool:
+    """Whether the text before a citation marker ends a sentence (``Foo.``, ``"yes."``, ``(x).``)."""
+    end = len(text[:marker].rstrip())
+    while end > 0 and text[end - 1] in _CLOSERS:
+        end -= 1
+    if end == 0:
+        return False
+    ch = text[end - 1]
+    return ch in _WIDE_ENDS or (ch in _ASCII_ENDS and not _is_abbreviation(text, end - 1))
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:

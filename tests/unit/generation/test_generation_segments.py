@@ -20,6 +20,14 @@ CASES = [
     ("Foo bar [S1]. Baz qux [S2]. Thanks!", ["Foo bar [S1].", " Baz qux [S2]."], " Thanks!"),
     # A citation after the full stop belongs to the sentence before it.
     ("Foo [S1]. [S2] Bar [S3].", ["Foo [S1]. [S2]", " Bar [S3]."], ""),
+    # ... and so does one after the full stop of a sentence not cited before it: the extractive
+    # runtime writes "unit. [S1] unit. [S2]", and a unit of two sentences must not be cut in two
+    # (its first half would be checked against the previous unit's source).
+    ("Foo. [S1] Bar. [S2]", ["Foo. [S1]", " Bar. [S2]"], ""),
+    ('One. [S1] In "x," said B. Then "y" said C. [S2]', ["One. [S1]", ' In "x," said B. Then "y" said C. [S2]'], ""),
+    ('He said "yes." [S1] Next. [S2]', ['He said "yes." [S1]', " Next. [S2]"], ""),
+    ("Use e.g. [S1] now. [S2]", ["Use e.g. [S1] now. [S2]"], ""),
+    ("Foo.[S1] Bar。[S2]", ["Foo.[S1]", " Bar。[S2]"], ""),
     # Uncited sentences wait for the cited one that covers them.
     ("Intro. More intro. Claim [S1].", ["Intro. More intro. Claim [S1]."], ""),
     ("Intro:\n- one [S1]\n- two [S2]\n\nDone [S1]", ["Intro:\n- one [S1]", "\n- two [S2]", "\n\nDone [S1]"], ""),
