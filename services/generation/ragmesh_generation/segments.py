@@ -173,7 +173,9 @@ class SegmentBuffer:
 
 def _ends_sentence(text: str, marker: int) -> bool:
     """Whether the text before a citation marker ends a sentence (``Foo.``, ``"yes."``, ``(x).``)."""
-    end = len(text[:marker].rstrip())
+    end = marker  # walked back in place: the pending text is not copied per marker (linear scan)
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
     while end > 0 and text[end - 1] in _CLOSERS:
         end -= 1
     if end == 0:
