@@ -13,11 +13,10 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import grpc
-import uvicorn
 from litestar import Litestar
 
 from ragmesh.v1 import (
@@ -332,27 +331,6 @@ def running_mesh() -> Iterator[Mesh]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
-
-
-@contextlib.asynccontextmanager
-async def serve(app: Litestar, *, port: int = 0) -> AsyncIterator[str]:
-    """Run the app under a real uvicorn on loopback (a free port unless given); yields the base URL.
-
-    From synchronous code (a module-scoped fixture) use loopback_server.serve_in_thread.
-    """
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 15)
 
 
 def as_loopback(app: Litestar) -> Litestar:

@@ -17,7 +17,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_tokens import (  # noqa: F401 - fixtures
     INTERNAL,
     INTERNAL_TEXT,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_process import gateway_env
 from gateway_tokens import INTERNAL, bearer, schema, token_app, with_internal_corpus  # noqa: F401 - fixtures
 from test_cli import OK, UNAVAILABLE, USAGE, ragmesh

@@ -6,7 +6,8 @@ import httpx
 from litestar.testing import AsyncTestClient
 from mcp import Client
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_tokens import bearer, schema, token_app, tokens, with_internal_corpus  # noqa: F401 - fixtures
 
 SEARCH = "/api/rag/v1/search"

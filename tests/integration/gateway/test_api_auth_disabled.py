@@ -12,7 +12,8 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_process import gateway_env, running_gateway
 from ragmesh_gateway.app import create_app
 

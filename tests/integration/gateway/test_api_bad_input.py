@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_tokens import schema, token_app, tokens  # noqa: F401 - fixtures
 from ragmesh_gateway.app import create_app
 

@@ -9,7 +9,8 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from ragmesh_gateway.app import create_app
 
 STREAM = "/api/rag/v1/chat/stream"

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from gateway_auth import StaticAuthenticator
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from ragmesh_gateway.access import Caller
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.deps import build_deps

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 import pytest
 from mcp import Client
 
-from gateway_mesh import Mesh, chunk_id, serve
+from gateway_mesh import Mesh, chunk_id
+from loopback_server import serve
 from ragmesh_gateway.app import create_app
 
 TOOLS = {

@@ -16,7 +16,8 @@ from ragmesh.v1 import generation_pb2, generation_pb2_grpc
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.rpc.server import GrpcServer
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from ragmesh_gateway.app import create_app
 from test_api_chat import events_only, parse_sse
 

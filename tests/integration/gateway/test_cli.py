@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway_mesh import Mesh, chunk_id, serve
+from gateway_mesh import Mesh, chunk_id
+from loopback_server import serve
 from gateway_process import free_port, gateway_env
 from gateway_tokens import schema, token_app, tokens  # noqa: F401 - fixtures
 from ragmesh_gateway.app import create_app

@@ -10,7 +10,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_tokens import bearer, schema, token_app, tokens  # noqa: F401 - fixtures
 
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

@@ -13,7 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_tokens import bearer, schema, token_app, tokens  # noqa: F401 - fixtures
 from npm_tools import ROOT, node_env, tool
 

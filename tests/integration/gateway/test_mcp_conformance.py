@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from npm_tools import ROOT, node_env, tool
 from ragmesh_gateway.app import create_app
 

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from mcp import Client
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from ragmesh_gateway.app import create_app
 
 HEADERS = {

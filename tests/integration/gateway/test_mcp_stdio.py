@@ -15,7 +15,8 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway_mesh import Mesh, chunk_id, serve
+from gateway_mesh import Mesh, chunk_id
+from loopback_server import serve
 from gateway_process import free_port, gateway_env
 from gateway_tokens import bearer, schema, token_app, tokens  # noqa: F401 - fixtures
 from ragmesh_gateway.app import create_app

@@ -15,7 +15,8 @@ import pytest
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from gateway_mesh import Mesh, serve
+from gateway_mesh import Mesh
+from loopback_server import serve
 from gateway_tokens import INTERNAL, bearer, schema, token_app, tokens, with_internal_corpus  # noqa: F401
 from ragmesh_gateway.app import create_app
 from ragmesh_gateway.chat.service import REFUSAL_TEXT

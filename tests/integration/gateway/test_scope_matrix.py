@@ -19,7 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ragmesh_common.pg import create_pool
 
-from gateway_mesh import Mesh, chunk_id, serve
+from gateway_mesh import Mesh, chunk_id
+from loopback_server import serve
 from gateway_tokens import bearer, schema, token_app  # noqa: F401 - fixtures
 from ragmesh_gateway.security.token_store import TokenStore
 from ragmesh_gateway.security.tokens import Scope

@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 from mcp import Client
 
-from gateway_mesh import Mesh, chunk_id, serve
+from gateway_mesh import Mesh, chunk_id
+from loopback_server import serve
 from ragmesh_gateway.app import create_app
 from test_cli import ragmesh
 
