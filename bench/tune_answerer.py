@@ -9,7 +9,8 @@
 
 Step 2 loads the runtime's models (verified like the runtime does) and builds the evidence prompt
 the generation service would send, so the answer is the one ``/v1/chat/completions`` gives for
-the same sources; it prints one JSON line per setting, with the metrics of bench/answer_set.py.
+the same sources; it prints one JSON line per setting, with the metrics of bench/answer_set.py and
+``evidence_hit``: the share of answerable questions whose saved sources hold a gold text.
 Tune on ``--split tune`` only; ``check`` is for the report. The real mesh figures come from
 bench/eval_answers.py.
 """
@@ -26,7 +27,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from answer_set import SPLITS, Outcome, load_questions, split_of, summarize  # noqa: E402
+from answer_set import SPLITS, Outcome, contains_gold, load_questions, split_of, summarize  # noqa: E402
 
 
 def dump(args: argparse.Namespace) -> int:
@@ -60,6 +61,10 @@ def replay(args: argparse.Namespace) -> int:
         prompt = EvidencePrompt(sources, q.question)
         candidates = base.candidates(prompt) if sources else []
         prepared.append((q, prompt, base.features(q.question, candidates) if candidates else []))
+    # The ceiling retrieval sets: the share of answerable questions whose saved sources hold a gold text.
+    answerable = [(q, prompt) for q, prompt, _ in prepared if q.answerable]
+    evidence_hit = round(sum(any(contains_gold(s.text, q.answers) for s in prompt.sources)
+                             for q, prompt in answerable) / len(answerable), 4) if answerable else None
     for override in overrides:
         answerer = ExtractiveAnswerer(models.encoder, msgspec.structs.replace(GeneratorSettings.from_env(), **override))
         outcomes = []
@@ -75,7 +80,7 @@ def replay(args: argparse.Namespace) -> int:
         summary = summarize(outcomes)
         for field in ("latency_ms_p50", "latency_ms_p95", "withheld_rate", "errors"):
             summary.pop(field)
-        print(json.dumps({"split": args.split, **override, **summary}), flush=True)
+        print(json.dumps({"split": args.split, **override, **summary, "evidence_hit": evidence_hit}), flush=True)
         if args.show_misses:
             for o in outcomes:
                 r = o.record()
