@@ -230,6 +230,23 @@ class IndexerDouble(indexer_pb2_grpc.IndexerServicer):
             versions=[indexer_pb2.VersionInfo(index_version="v1", state="active")],
         )
 
+    async def Validate(self, request, context):
+        self.requests.append(request)
+        return indexer_pb2.ValidateResponse(index_version=request.index_version, passed=True, gates=[
+            indexer_pb2.GateResult(gate="golden_recall", passed=True, detail="6/6 answerable")])
+
+    async def Diff(self, request, context):
+        self.requests.append(request)
+        return indexer_pb2.DiffResponse(
+            corpus=request.corpus, from_version="v1", to_version="v2", unchanged=5, from_chunks=6, to_chunks=7,
+            from_documents=6, to_documents=6,
+            files=[indexer_pb2.FileChange(path="a.md", change="changed", from_sha256="aa", to_sha256="bb",
+                                          from_chunks=1, to_chunks=2, from_status="indexed", to_status="indexed")])
+
+    async def Verify(self, request, context):
+        self.requests.append(request)
+        return indexer_pb2.VerifyResponse(corpus=request.corpus, index_version="v1", ok=True, checked=6)
+
     async def Remove(self, request, context):
         self.requests.append(request)
         if request.corpus == "missing@0":
