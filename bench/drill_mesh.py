@@ -78,7 +78,7 @@ class DrillMesh:
         })
         # Claimed as `ragmesh up` claims it (the RAGMESH_STATE marker), so that the drill's own log in
         # it does not make the folder a stranger's.
-        from ragmesh_cli.lifecycle import StateFolder
+        from ragmesh_cli.mesh.lifecycle import StateFolder
 
         StateFolder(self.state).claim()
         with open(self.log_path, "ab") as log:
@@ -103,7 +103,7 @@ class DrillMesh:
             return ""
 
     def stop(self) -> None:
-        from ragmesh_common import infra
+        from ragmesh_cli.mesh import stores
 
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
@@ -112,7 +112,7 @@ class DrillMesh:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        infra.stop_all(self.state)  # its own PostgreSQL and Redis
+        stores.stop_all(self.state)  # its own PostgreSQL and Redis
 
     def children(self) -> dict[str, int]:
         """service -> pid of the ``python -m ragmesh_<service>`` child of ``ragmesh up``."""
@@ -137,29 +137,29 @@ class DrillMesh:
     # --- the stores ------------------------------------------------------------------------------
     @property
     def postgres_url(self) -> str:
-        from ragmesh_common import infra
+        from ragmesh_cli.mesh import stores
 
-        return infra.postgres_url_for(int((self.state / "postgres" / "port").read_text()))
+        return stores.postgres_url_for(int((self.state / "postgres" / "port").read_text()))
 
     def store_pid(self, store: str) -> int:
         path = self.state / ("postgres/data/postmaster.pid" if store == "postgres" else "redis/redis.pid")
         return int(path.read_text().split()[0])
 
     def restart_store(self, store: str) -> None:
-        from ragmesh_common import infra
+        from ragmesh_cli.mesh import stores
 
-        (infra.ensure_postgres if store == "postgres" else infra.ensure_redis)(self.state)
+        (stores.ensure_postgres if store == "postgres" else stores.ensure_redis)(self.state)
 
     def store_up(self, store: str) -> bool:
-        from ragmesh_common import infra
+        from ragmesh_cli.mesh import stores
 
-        return infra._alive(self.store_pid(store), "postgres" if store == "postgres" else "redis-server")
+        return stores._alive(self.store_pid(store), "postgres" if store == "postgres" else "redis-server")
 
     @property
     def redis_url(self) -> str:
-        from ragmesh_common import infra
+        from ragmesh_cli.mesh import stores
 
-        return infra.redis_url_for(int((self.state / "redis" / "port").read_text()))
+        return stores.redis_url_for(int((self.state / "redis" / "port").read_text()))
 
     @contextlib.contextmanager
     def token_gateway(self) -> Iterator[str]:

@@ -98,7 +98,7 @@ async def timed_build(indexer_addr: str, root: Path) -> tuple[float, object]:
     from types import SimpleNamespace
 
     from ragmesh.v1 import indexer_pb2
-    from ragmesh_cli.corpus_commands import IndexerClient
+    from ragmesh_cli.indexer_client import IndexerClient
 
     request = indexer_pb2.BuildRequest(
         corpus=indexer_pb2.CorpusSpec(corpus="bench@1", library="bench", version="1", root=str(root)),

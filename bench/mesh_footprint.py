@@ -33,9 +33,9 @@ def peak_rss_mib(pid: int) -> float:
 def main() -> int:
     import asyncpg  # noqa: F401 - fail early when the venv is incomplete
 
-    from ragmesh_cli.commands import stream_answer
+    from ragmesh_cli.gateway_client import stream_answer
     from ragmesh_cli.mesh import Mesh, MeshPorts
-    from ragmesh_cli.mesh_commands import _wait_ready
+    from ragmesh_cli.mesh.commands import wait_ready
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpus", default=str(ROOT / "docs"))
@@ -60,7 +60,7 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stderr, file=sys.stderr)
             return 1
-        _wait_ready(mesh.gateway_url, timeout=60)
+        wait_ready(mesh.gateway_url, timeout=60)
         ready = time.monotonic() - started
         t0 = time.monotonic()
         answer = stream_answer(mesh.gateway_url, args.question, headers={}, timeout=120)

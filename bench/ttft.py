@@ -122,7 +122,7 @@ def via_runtime(client: httpx.Client, runtime: str, messages: list[dict[str, str
 
 def start_mesh(args):
     from ragmesh_cli.mesh import Mesh, MeshPorts
-    from ragmesh_cli.mesh_commands import _wait_ready
+    from ragmesh_cli.mesh.commands import wait_ready
 
     import asyncio
 
@@ -157,7 +157,7 @@ def start_mesh(args):
         done = subprocess.run(index, env=mesh.env(), capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"indexing failed: {done.stderr[-2000:]}")
-        _wait_ready(mesh.gateway_url, timeout=60)
+        wait_ready(mesh.gateway_url, timeout=60)
     except BaseException:
         cleanup()
         raise

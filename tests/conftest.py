@@ -104,7 +104,7 @@ class PrivateStores:
     them running (``ensure``)."""
 
     def __init__(self, state_dir) -> None:
-        from ragmesh_common import infra
+        from ragmesh_cli.mesh import stores as infra
 
         self.state_dir = state_dir
         self._infra = infra

@@ -29,7 +29,7 @@ METRIC_MODULES = (
     "ragmesh_gateway.security.metrics",
     "ragmesh_gateway.health.metrics",
     "ragmesh_indexer.metrics",
-    "ragmesh_cli.supervisor",
+    "ragmesh_cli.mesh.supervisor",
 )
 # Labels Prometheus adds to every scraped series, and the histogram bucket label.
 TARGET_LABELS = {"job", "instance"}

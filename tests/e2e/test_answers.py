@@ -12,7 +12,7 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from ragmesh_cli.commands import stream_answer
+from ragmesh_cli.gateway_client import stream_answer
 from ragmesh_gateway.sessions.ids import storage_key
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragmesh_cli.commands import stream_answer
+from ragmesh_cli.gateway_client import stream_answer
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ragmesh_cli.commands import stream_answer
+from ragmesh_cli.gateway_client import stream_answer
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from ragmesh_cli.commands import stream_answer
+from ragmesh_cli.gateway_client import stream_answer
 
 pytestmark = pytest.mark.e2e
 

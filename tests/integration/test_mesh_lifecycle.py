@@ -158,8 +158,8 @@ def test_down_on_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
 
 
 def _record(state: Path, children: dict[str, dict]) -> None:
-    """A record of started processes as `ragmesh up` leaves it (written by ragmesh_cli.lifecycle)."""
-    from ragmesh_cli.lifecycle import StateFolder
+    """A record of started processes as `ragmesh up` leaves it (written by ragmesh_cli.mesh.lifecycle)."""
+    from ragmesh_cli.mesh.lifecycle import StateFolder
 
     folder = StateFolder(state)
     folder.claim()
@@ -226,7 +226,7 @@ def test_a_stale_lock_file_is_reported_and_recovered(tmp_path: Path) -> None:
 
 
 def test_a_second_up_on_a_served_state_folder_is_refused(tmp_path: Path) -> None:
-    from ragmesh_cli.lifecycle import StateFolder
+    from ragmesh_cli.mesh.lifecycle import StateFolder
 
     state = tmp_path / "state"
     folder = StateFolder(state)
@@ -245,7 +245,7 @@ def test_down_stops_a_running_up_through_its_supervisor(tmp_path: Path) -> None:
     driver.write_text(
         "import sys, threading, signal\n"
         "from pathlib import Path\n"
-        "from ragmesh_cli.lifecycle import StateFolder\n"
+        "from ragmesh_cli.mesh.lifecycle import StateFolder\n"
         "folder = StateFolder(Path(sys.argv[1]))\n"
         "folder.claim()\n"
         "stop = threading.Event()\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmesh_common import infra
+from ragmesh_cli.mesh import stores
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 
@@ -34,13 +34,13 @@ def private_redis(private_stores) -> str:
 
 
 def restart_postgres(state: Path, url: str) -> None:
-    assert infra.stop_postgres(state)
-    assert infra.ensure_postgres(state) == url  # same port: a restart, not a new server
+    assert stores.stop_postgres(state)
+    assert stores.ensure_postgres(state) == url  # same port: a restart, not a new server
 
 
 def restart_redis(state: Path, url: str) -> None:
-    assert infra.stop_redis(state)
-    assert infra.ensure_redis(state) == url
+    assert stores.stop_redis(state)
+    assert stores.ensure_redis(state) == url
 
 
 async def test_a_pool_survives_a_postgres_restart(private_state: Path, private_pg: str) -> None:
@@ -66,7 +66,7 @@ async def test_postgres_down_is_unavailable_and_back_is_served(private_state: Pa
 
     pool = await create_pool(private_pg, schema="restarts", max_size=2)
     try:
-        assert infra.stop_postgres(private_state)
+        assert stores.stop_postgres(private_state)
         for call in (lambda: pool.fetchval("SELECT 1"), lambda: pool.execute("SELECT 1")):
             with pytest.raises(RagmeshError) as err:
                 await call()
@@ -75,10 +75,10 @@ async def test_postgres_down_is_unavailable_and_back_is_served(private_state: Pa
             async with pool.acquire():
                 pass
         assert err.value.code is ErrorCode.UNAVAILABLE
-        infra.ensure_postgres(private_state)
+        stores.ensure_postgres(private_state)
         assert await pool.fetchval("SELECT 7") == 7
     finally:
-        infra.ensure_postgres(private_state)
+        stores.ensure_postgres(private_state)
         await pool.close()
 
 
@@ -106,19 +106,19 @@ async def test_the_indexer_status_with_postgres_down_is_unavailable(private_stat
     builder = IndexBuilder(registry, None, None, BuildOptions(ChunkingConfig(), 1024, ""))  # type: ignore[arg-type]
     servicer = IndexerServicer(registry, builder, None, None, None)  # type: ignore[arg-type]
     try:
-        assert infra.stop_postgres(private_state)
+        assert stores.stop_postgres(private_state)
         with pytest.raises(RagmeshError) as err:
             await servicer.Status(indexer_pb2.StatusRequest(corpus="docs@1"), None)
         assert err.value.code is ErrorCode.UNAVAILABLE
         with pytest.raises(RagmeshError) as err:  # a transaction (promote, rollback, ...)
             await registry.rollback("docs@1", actor="t", reason="t")
         assert err.value.code is ErrorCode.UNAVAILABLE
-        infra.ensure_postgres(private_state)
+        stores.ensure_postgres(private_state)
         with pytest.raises(RagmeshError) as err:  # back: an ordinary answer (no such corpus)
             await servicer.Status(indexer_pb2.StatusRequest(corpus="docs@1"), None)
         assert err.value.code is ErrorCode.NOT_FOUND
     finally:
-        infra.ensure_postgres(private_state)
+        stores.ensure_postgres(private_state)
         await registry.close()
 
 
@@ -162,9 +162,9 @@ async def test_the_embedded_redis_keeps_sessions_across_a_crash(private_state: P
         await asyncio.sleep(1.5)  # appendfsync everysec: at most the last second is at risk
         pid = int((private_state / "redis" / "redis.pid").read_text().split()[0])
         os.kill(pid, signal.SIGKILL)  # a crash: no shutdown snapshot
-        while infra._alive(pid, "redis-server"):
+        while stores._alive(pid, "redis-server"):
             await asyncio.sleep(0.05)
-        assert infra.ensure_redis(private_state) == private_redis
+        assert stores.ensure_redis(private_state) == private_redis
         assert await client.get("restarts:kept") == b"yes"
     finally:
         await client.aclose()

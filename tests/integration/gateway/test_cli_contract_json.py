@@ -101,7 +101,7 @@ def _span(name: str, span_id: str, parent: str | None, start_ms: int, duration_m
 
 
 def test_trace_json_and_down_print_the_same_json(tmp_path: Path, capsys) -> None:
-    from ragmesh_cli.lifecycle import StateFolder
+    from ragmesh_cli.mesh.lifecycle import StateFolder
 
     state = tmp_path / "state"
     StateFolder(state).claim()

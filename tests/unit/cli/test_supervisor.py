@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from ragmesh_cli.supervisor import RestartPolicy, Supervisor, describe_exit
+from ragmesh_cli.mesh.supervisor import RestartPolicy, Supervisor, describe_exit
 
 
 class Children:

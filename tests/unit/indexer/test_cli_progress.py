@@ -11,7 +11,7 @@ import grpc
 import pytest
 from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
 
-from ragmesh_cli.corpus_commands import IndexerClient, ProgressView
+from ragmesh_cli.indexer_client import IndexerClient, ProgressView
 
 STAGES = [("", "scan", 2, 4), ("v1", "embed", 10, 40), ("v1", "embed", 40, 40), ("v1", "upsert", 40, 40)]
 
@@ -52,8 +52,8 @@ async def fake_indexer():
 
 
 async def test_build_draws_this_builds_progress_until_the_reply(fake_indexer, monkeypatch) -> None:
-    monkeypatch.setattr("ragmesh_cli.corpus_commands.POLL_INTERVAL_S", 0.01)
-    monkeypatch.setattr("ragmesh_cli.corpus_commands.PROGRESS_LINE_EVERY_S", 0.0)
+    monkeypatch.setattr("ragmesh_cli.indexer_client.POLL_INTERVAL_S", 0.01)
+    monkeypatch.setattr("ragmesh_cli.indexer_client.PROGRESS_LINE_EVERY_S", 0.0)
     stream = io.StringIO()
     request = indexer_pb2.BuildRequest(corpus=indexer_pb2.CorpusSpec(corpus="lib@1"))
     async with IndexerClient(SimpleNamespace(addr=fake_indexer, timeout=30)) as client:

@@ -1,7 +1,7 @@
 """`ragmesh up` and `ragmesh down`: start the embedded mesh, say what runs where, supervise it, stop it.
 
-`up` claims the state folder (ragmesh_cli.lifecycle), checks every port it will use before it starts
-anything, starts the embedded stores and the six processes (ragmesh_cli.mesh), indexes the folders
+`up` claims the state folder (ragmesh_cli.mesh.lifecycle), checks every port it will use before it starts
+anything, starts the embedded stores and the six processes (ragmesh_cli.mesh.processes), indexes the folders
 named with --corpus, then prints where everything is and what to type next, and supervises the
 children until Ctrl-C. `down` stops what an `up` started under a state folder, by its records there.
 """
@@ -18,10 +18,29 @@ from pathlib import Path
 
 import httpx
 
-from ragmesh_cli import corpus_commands
-from ragmesh_cli.commands import EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, emit, err, stream_answer
-from ragmesh_cli.mesh import Mesh, MeshPorts
+from ragmesh_cli.gateway_client import stream_answer
+from ragmesh_cli.index import cmd_index_ci
+from ragmesh_cli.mesh import stores
+from ragmesh_cli.mesh.processes import Mesh, MeshPorts
+from ragmesh_cli.output import EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, emit, err
 from ragmesh_common.errors import RagmeshError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`up` and `down`: every option of the embedded mesh is declared here."""
+    up = sub.add_parser("up", help="start the embedded mesh (runtime + five services) on 127.0.0.1")
+    up.add_argument("--corpus", action="append", default=[], metavar="PATH", help="index this folder on start")
+    up.add_argument("--library", default="", help="library name for --corpus (default: folder name)")
+    up.add_argument("--ask", default="", help="ask this question once ready and print the answer")
+    up.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
+    up.add_argument("--port-base", type=int, default=None, help="consecutive ports from here (default: documented)")
+    up.add_argument("--exit-after-ask", action="store_true", help="stop the mesh after answering --ask")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop everything `ragmesh up` started under a state folder, "
+                                       "the embedded PostgreSQL and Redis included")
+    down.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
+    down.set_defaults(func=cmd_down)
 
 
 def state_path(args) -> Path:
@@ -29,7 +48,7 @@ def state_path(args) -> Path:
 
 
 def cmd_up(args) -> int:
-    from ragmesh_cli.lifecycle import StateBusy, StateError, StateFolder
+    from ragmesh_cli.mesh.lifecycle import StateBusy, StateError, StateFolder
 
     folder = StateFolder(state_path(args))
     try:
@@ -47,8 +66,7 @@ def cmd_up(args) -> int:
 
 
 def _up(args, folder) -> int:
-    from ragmesh_cli.lifecycle import busy_ports
-    from ragmesh_common import infra
+    from ragmesh_cli.mesh.lifecycle import busy_ports
 
     state = folder.path
     started = time.monotonic()
@@ -67,27 +85,27 @@ def _up(args, folder) -> int:
             "ports with --port-base N (the mesh takes N to N+16)")
         return EXIT_UNAVAILABLE
     folder.record_supervisor()
-    embedded = {name: not os.environ.get(var) for name, var in (("postgres", infra.POSTGRES_URL_ENV),
-                                                               ("redis", infra.REDIS_URL_ENV))}
+    embedded = {name: not os.environ.get(var) for name, var in (("postgres", stores.POSTGRES_URL_ENV),
+                                                               ("redis", stores.REDIS_URL_ENV))}
     stop = threading.Event()
     # Ctrl-C while starting interrupts the start (KeyboardInterrupt, the default); SIGTERM
     # (`ragmesh down`) does the same. Once serving, both end the supervisor's loop instead.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         mesh.extra_env = {
-            "RAGMESH_POSTGRES_URL": os.environ.get(infra.POSTGRES_URL_ENV) or infra.ensure_postgres(state),
-            "RAGMESH_REDIS_URL": os.environ.get(infra.REDIS_URL_ENV) or infra.ensure_redis(state),
+            "RAGMESH_POSTGRES_URL": os.environ.get(stores.POSTGRES_URL_ENV) or stores.ensure_postgres(state),
+            "RAGMESH_REDIS_URL": os.environ.get(stores.REDIS_URL_ENV) or stores.ensure_redis(state),
         }
         mesh.start(log=err)
         for folder_arg in args.corpus:
-            ns = argparse_namespace(corpus=folder_arg, source=folder_arg, library=args.library, version="",
-                                    visibility="public", force=False, reason="ragmesh up",
-                                    addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
-            if corpus_commands.cmd_index_ci(ns) != EXIT_OK:
+            ns = argparse.Namespace(corpus=folder_arg, source=folder_arg, library=args.library, version="",
+                                     visibility="public", force=False, reason="ragmesh up",
+                                     addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
+            if cmd_index_ci(ns) != EXIT_OK:
                 err(f"indexing {folder_arg} failed")
                 return EXIT_FAIL
         # With corpora just indexed, wait until the gateway serves them (its corpus list is cached 2 s).
-        served = _wait_ready(mesh.gateway_url, timeout=60, need_corpora=bool(args.corpus))
+        served = wait_ready(mesh.gateway_url, timeout=60, need_corpora=bool(args.corpus))
         err(f"ready in {time.monotonic() - started:.1f}s — gateway {mesh.gateway_url}")
         metrics = _serve_supervisor_metrics(mesh)
         if args.ask:
@@ -176,12 +194,11 @@ def _prog() -> str:
 
 
 def _say_stores_left(state: Path, embedded: dict[str, bool]) -> None:
-    from ragmesh_common import infra
 
     left = []
-    if embedded["postgres"] and (found := infra.running_postgres(state)):
+    if embedded["postgres"] and (found := stores.running_postgres(state)):
         left.append(f"PostgreSQL (pid {found[0]}, port {found[1]})")
-    if embedded["redis"] and (found := infra.running_redis(state)):
+    if embedded["redis"] and (found := stores.running_redis(state)):
         left.append(f"Redis (pid {found[0]}, port {found[1]})")
     if left:
         err(f"the embedded {' and '.join(left)} keep running for the next `ragmesh up`; "
@@ -189,7 +206,7 @@ def _say_stores_left(state: Path, embedded: dict[str, bool]) -> None:
 
 
 def cmd_down(args) -> int:
-    from ragmesh_cli.lifecycle import StateError, StateFolder, down
+    from ragmesh_cli.mesh.lifecycle import StateError, StateFolder, down
 
     try:
         report = down(StateFolder(state_path(args)), log=err)
@@ -201,7 +218,7 @@ def cmd_down(args) -> int:
 
 
 def _supervise(mesh: Mesh, stop: threading.Event) -> int:
-    """Restart children that exit (ragmesh_cli.supervisor) until Ctrl-C, or until one keeps crashing."""
+    """Restart children that exit (ragmesh_cli.mesh.supervisor) until Ctrl-C, or until one keeps crashing."""
     supervisor = mesh.supervisor(log=err)
     while not stop.wait(0.5):
         gave_up = supervisor.check()
@@ -211,11 +228,7 @@ def _supervise(mesh: Mesh, stop: threading.Event) -> int:
     return EXIT_OK
 
 
-def argparse_namespace(**kwargs):
-    return argparse.Namespace(**kwargs)
-
-
-def _wait_ready(gateway_url: str, *, timeout: float, need_corpora: bool = True) -> int:
+def wait_ready(gateway_url: str, *, timeout: float, need_corpora: bool = True) -> int:
     """Wait for the gateway's readiness; returns how many corpora it serves. With ``need_corpora``
     False a mesh with nothing indexed yet counts as started (its readiness fails only on
     ``corpora``): it runs all the same, and waiting out the timeout would only end in an error."""

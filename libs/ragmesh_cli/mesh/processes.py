@@ -13,7 +13,7 @@ Every process appends its spans to ``<state>/traces/spans.jsonl`` (ragmesh_commo
 Children never outlive the process that started them: on Linux each asks the kernel for SIGTERM
 when its parent dies (``PR_SET_PDEATHSIG``), so a ``ragmesh up`` (or a test) killed with SIGKILL
 leaves no orphaned services holding ports and storage locks. Each child is also recorded in the
-state folder (ragmesh_cli.lifecycle), so ``ragmesh down`` finds one that is still shutting down.
+state folder (ragmesh_cli.mesh.lifecycle), so ``ragmesh down`` finds one that is still shutting down.
 
 A child is ready when its health check answers *and* the port is held by that child: a stale
 process of an earlier mesh (or any other program) answering on the port is never taken for ours,
@@ -202,13 +202,13 @@ class Mesh:
             preexec_fn=_parent_death_signal(),
         )
         out.close()
-        from ragmesh_cli.lifecycle import StateFolder
+        from ragmesh_cli.mesh.lifecycle import StateFolder
 
         StateFolder(self.state_dir).record_child(svc, self.processes[svc].pid)
 
     def supervisor(self, *, log=print, policy=None):
-        """A Supervisor restarting this mesh's children (ragmesh_cli.supervisor)."""
-        from ragmesh_cli.supervisor import RestartPolicy, Supervisor
+        """A Supervisor restarting this mesh's children (ragmesh_cli.mesh.supervisor)."""
+        from ragmesh_cli.mesh.supervisor import RestartPolicy, Supervisor
 
         env = self.env()
         return Supervisor(
@@ -289,7 +289,7 @@ class Mesh:
 
     def stranger_on_port(self, svc: str) -> str:
         """Why the process listening on the service's port is not ours, or "" when none is another's."""
-        from ragmesh_cli.lifecycle import describe, listeners
+        from ragmesh_cli.mesh.lifecycle import describe, listeners
 
         if self._external(svc):
             return ""

@@ -17,12 +17,11 @@ import os
 import sys
 from pathlib import Path
 
-from ragmesh_cli.span_tree import SpanTree
-from ragmesh_cli.trace_sources import SpanFileSource, TempoSource, TraceLookupError
+from ragmesh_cli.output import EXIT_FAIL, EXIT_OK, EXIT_USAGE, err
+from ragmesh_cli.trace.sources import SpanFileSource, TempoSource, TraceLookupError
+from ragmesh_cli.trace.span_tree import SpanTree
 from ragmesh_common.span_file import default_span_file, span_file_exists
 from ragmesh_common.telemetry import well_formed_request_id
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +55,7 @@ def cmd_trace(args) -> int:
     except TraceLookupError as exc:
         return _fail(exc.message, exc.exit_code)
     if found.note:
-        _say(found.note)
+        err(found.note)
     tree = SpanTree(found.trace_id, found.request_id, found.spans)
     if args.json:
         import json
@@ -91,10 +90,6 @@ def _source(args) -> SpanFileSource | TempoSource:
     return SpanFileSource(path)
 
 
-def _say(message: str) -> None:
-    print(f"ragmesh: {message}", file=sys.stderr, flush=True)
-
-
 def _fail(message: str, code: int) -> int:
-    _say(message)
+    err(message)
     return code

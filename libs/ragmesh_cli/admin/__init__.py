@@ -1,4 +1,4 @@
-"""`ragmesh token|access` (run the gateway's admin entry point) and `ragmesh mcp` (stdio bridge).
+"""`ragmesh token|access`: run the gateway's admin entry point.
 
 Tokens and grants live in the gateway's PostgreSQL schema, and only the gateway package knows it.
 The CLI must not import a service (tests/unit/test_layering.py), so these commands run
@@ -14,19 +14,18 @@ works in the folder where `make run` serves.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import os
 import subprocess
 import sys
 
-EXIT_FAIL, EXIT_USAGE = 1, 2
+from ragmesh_cli.output import EXIT_FAIL, EXIT_USAGE
+
 ADMIN_MODULE = "ragmesh_gateway.admin"
 POSTGRES_URL = "RAGMESH_POSTGRES_URL"
-DEFAULT_URL = "http://127.0.0.1:8080"
 
 
-def register(sub: argparse._SubParsersAction, http_options) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     for name, helptext in (
         ("token", "create, revoke and list API tokens (`ragmesh token --help`)"),
         ("access", "grant, revoke and list corpus read access (`ragmesh access --help`)"),
@@ -36,10 +35,6 @@ def register(sub: argparse._SubParsersAction, http_options) -> None:
         p = sub.add_parser(name, help=helptext, add_help=False, prefix_chars="\x00")
         p.add_argument("admin_args", nargs=argparse.REMAINDER, help=f"`ragmesh {name} --help` lists them")
         p.set_defaults(func=cmd_admin, admin_command=name)
-
-    m = sub.add_parser("mcp", help="stdio MCP server for desktop clients, forwarding to the gateway")
-    http_options(m)
-    m.set_defaults(func=cmd_mcp)
 
 
 def cmd_admin(args) -> int:
@@ -66,12 +61,12 @@ def embedded_postgres_url() -> str:
     """The URL of the embedded PostgreSQL serving from the state folder, or "" after saying why."""
     from pathlib import Path
 
-    from ragmesh_common import infra
+    from ragmesh_cli.mesh import stores
 
     state = Path(os.environ.get("RAGMESH_STATE_DIR") or ".ragmesh-state").resolve()
-    running = infra.running_postgres(state)
+    running = stores.running_postgres(state)
     if running is not None:
-        return infra.postgres_url_for(running[1])
+        return stores.postgres_url_for(running[1])
     if (state / "postgres" / "data").is_dir():
         why = f"the embedded PostgreSQL of {state} is not running; start the mesh with `ragmesh up --state-dir {state}`"
     else:
@@ -80,14 +75,3 @@ def embedded_postgres_url() -> str:
     print(f"ragmesh: {POSTGRES_URL} is not set and {why}; tokens and grants live in PostgreSQL",
           file=sys.stderr)
     return ""
-
-
-def cmd_mcp(args) -> int:
-    from ragmesh_cli.mcp_bridge import Upstream, err, serve_stdio
-
-    url = args.url or os.environ.get("RAGMESH_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("RAGMESH_TOKEN", "")
-    upstream = Upstream(url, token=token, timeout_s=args.timeout, log=err)
-    err(f"forwarding to {upstream.endpoint}")
-    asyncio.run(serve_stdio(upstream))
-    return 0

@@ -11,8 +11,8 @@ A state folder (``.ragmesh-state`` by default) holds, besides the services' data
   only while a process with that pid and that start time runs, so a record that outlived its
   processes (the pid since reused by another program) never makes `down` stop a stranger.
 
-The embedded PostgreSQL and Redis keep their own pid files (ragmesh_common.infra); `down` stops them
-through infra, which checks the same way that a pid still is the server of this folder.
+The embedded PostgreSQL and Redis keep their own pid files (ragmesh_cli.mesh.stores); `down` stops
+them through stores, which checks the same way that a pid still is the server of this folder.
 
 Ports: `up` checks every port it will listen on before it starts anything, and names the process
 holding a busy one (:func:`busy_ports`, from /proc through psutil, where the user may see it).
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmesh_common.infra import port_free
+from ragmesh_cli.mesh.stores import port_free
 
 MARKER = "RAGMESH_STATE"
 LOCK = "ragmesh.lock"
@@ -311,7 +311,7 @@ class DownReport:
 def down(folder: StateFolder, *, log) -> DownReport:
     """Stop what `ragmesh up` started under ``folder``: the supervisor first (it stops its children
     in order), then any recorded child still running, then the embedded stores."""
-    from ragmesh_common import infra
+    from ragmesh_cli.mesh import stores
 
     folder.check()
     report = DownReport(state_dir=str(folder.path), stopped=[], notes=[])
@@ -346,8 +346,8 @@ def down(folder: StateFolder, *, log) -> DownReport:
             report.notes.append(_stale_note(name, entry, seen))
     for note in report.notes:
         log(note)
-    postgres, redis = infra.running_postgres(folder.path), infra.running_redis(folder.path)
-    stopped_stores = set(infra.stop_all(folder.path))
+    postgres, redis = stores.running_postgres(folder.path), stores.running_redis(folder.path)
+    stopped_stores = set(stores.stop_all(folder.path))
     for name, found in (("postgres", postgres), ("redis", redis)):
         if name in stopped_stores and found is not None:
             report.stopped.append({"name": name, "pid": found[0], "port": found[1]})

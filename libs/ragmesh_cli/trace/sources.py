@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 
+from ragmesh_cli.output import EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_USAGE
 from ragmesh_common.span_file import read_span_records
 
 REQUEST_ID_ATTRIBUTE = "ragmesh.request_id"
 # Server spans of these routes carry request ids too, but nobody asks for "the last health probe".
 _NOT_REQUESTS = ("/health/", "/metrics")
-EXIT_FAIL, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 5
 
 
 class TraceLookupError(Exception):

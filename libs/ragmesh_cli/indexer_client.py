@@ -1,0 +1,199 @@
+"""The one client of the indexer's gRPC API, for every command that talks to it (`ragmesh index`,
+`ragmesh corpus`, and `ragmesh up --corpus`).
+
+None of them imports the indexer (the CLI is a lib). A call that runs for minutes keeps traffic on
+the connection (see :meth:`IndexerClient.call`). While a Build runs, the client polls the Status RPC
+and draws its progress on stderr: a redrawn bar when stderr is a terminal, else one line per stage
+and every PROGRESS_LINE_EVERY_S seconds. stdout carries only the contract JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from ragmesh_cli.output import EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_USAGE, err
+
+POLL_INTERVAL_S = 0.5
+TRAFFIC_EVERY_S = 10.0
+PROGRESS_LINE_EVERY_S = 10.0
+DEFAULT_ADDR = "127.0.0.1:50054"
+# The call ran and its work failed (a build that failed, gates that did not pass): like a failed gate.
+_FAILED_CODES = {"BUILD_FAILED", "VALIDATION_FAILED", "CANCELLED"}
+_UNAVAILABLE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RUNTIME_ERROR"}
+
+
+def add_indexer_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--addr", default="", help="indexer gRPC address (default $RAGMESH_INDEXER_ADDR)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the indexer (default 1800)")
+
+
+def exit_code_for(error) -> int:
+    """A RagmeshError from the indexer as an exit code: 5 unavailable, 1 the work failed, 2 the
+    request was refused (an unknown corpus, a root outside the allowed folders, a conflict)."""
+    code = error.code.value
+    if code in _UNAVAILABLE_CODES:
+        return EXIT_UNAVAILABLE
+    if code in _FAILED_CODES or error.http_status >= 500:
+        return EXIT_FAIL
+    return EXIT_USAGE
+
+
+class IndexerFailed(Exception):
+    def __init__(self, exit_code: int) -> None:
+        self.exit_code = exit_code
+
+
+class ProgressView:
+    """Draws build progress on ``stream``; never touches stdout."""
+
+    def __init__(self, stream: TextIO, *, label: str, tty: bool | None = None) -> None:
+        self.stream = stream
+        self.label = label
+        self.tty = stream.isatty() if tty is None else tty
+        self.started = time.monotonic()
+        self._last: tuple[str, int, int] | None = None
+        self._last_line_at = 0.0
+        self._drawn = False
+
+    def show(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\033[K" + self.render(stage, done, total, now - self.started))
+            self._drawn = True
+        elif (self._last is None or stage != self._last[0]
+              or now - self._last_line_at >= PROGRESS_LINE_EVERY_S and (stage, done, total) != self._last):
+            self.stream.write(f"ragmesh: {self.render(stage, done, total, now - self.started)}\n")
+            self._last_line_at = now
+        self._last = (stage, done, total)
+        self.stream.flush()
+
+    def render(self, stage: str, done: int, total: int, elapsed: float) -> str:
+        if total > 0:
+            share = min(1.0, done / total)
+            bar = "#" * int(share * 30)
+            return f"{self.label} {stage:<6} [{bar:<30}] {done}/{total} {share:4.0%} {elapsed:5.0f}s"
+        return f"{self.label} {stage:<6} {done} {elapsed:5.0f}s"
+
+    def close(self) -> None:
+        if self.tty and self._drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+class IndexerClient:
+    """One channel to the indexer for the whole command; every call has a deadline."""
+
+    def __init__(self, args) -> None:
+        self.addr = args.addr or os.environ.get("RAGMESH_INDEXER_ADDR", DEFAULT_ADDR)
+        self.timeout = args.timeout
+
+    async def __aenter__(self) -> IndexerClient:
+        from ragmesh.v1 import indexer_pb2_grpc
+        from ragmesh_common.rpc.client import open_channel
+
+        self._channel = open_channel(self.addr)
+        self.stub = indexer_pb2_grpc.IndexerStub(self._channel)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._channel.close()
+
+    async def call(self, method: str, request, *, timeout: float | None = None):
+        from ragmesh_common.errors import RagmeshError
+        from ragmesh_common.rpc.client import unary
+
+        job = asyncio.create_task(unary(getattr(self.stub, method), request, timeout=timeout or self.timeout,
+                                        peer="indexer"))
+        try:
+            # A call that runs for minutes (validating a large corpus) must keep traffic on the
+            # connection: the channel's keepalive pings alone, with no data in between, make the
+            # server answer GOAWAY "too_many_pings" after ~90 s and the call fails UNAVAILABLE.
+            while not job.done():
+                await asyncio.wait({job}, timeout=TRAFFIC_EVERY_S)
+                if not job.done():
+                    await self._health()
+            return job.result()
+        except RagmeshError as exc:
+            err(f"{exc.code.value}: {exc.message}")
+            raise IndexerFailed(exit_code_for(exc)) from None
+        finally:
+            if not job.done():
+                job.cancel()
+
+    async def _health(self) -> None:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        try:
+            await health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(service=""),
+                                                                  timeout=5)
+        except Exception:  # noqa: BLE001 - only traffic; the call itself reports a dead indexer
+            pass
+
+    async def build(self, request, *, label: str, stream: TextIO | None = None):
+        """Build, drawing the Status RPC's progress of this build until the reply arrives."""
+        from ragmesh.v1 import indexer_pb2
+
+        stream = stream or sys.stderr
+        status_request = indexer_pb2.StatusRequest(corpus=request.corpus.corpus)
+        earlier = {p.index_version for p in await self._progress(status_request) if p.index_version}
+        view = ProgressView(stream, label=label)
+        job = asyncio.create_task(self.call("Build", request))
+        try:
+            while not job.done():
+                await asyncio.wait({job}, timeout=POLL_INTERVAL_S)
+                if job.done():
+                    break
+                ours = [p for p in await self._progress(status_request) if p.index_version not in earlier]
+                if ours:
+                    view.show(ours[0].stage, ours[0].done, ours[0].total)
+            return job.result()
+        finally:
+            if not job.done():
+                job.cancel()
+            view.close()
+
+    async def _progress(self, request) -> list:
+        from ragmesh_common.errors import RagmeshError
+        from ragmesh_common.rpc.client import unary
+
+        try:  # progress is a courtesy: a failed poll must not fail the build
+            reply = await unary(self.stub.Status, request, timeout=5, peer="indexer")
+        except RagmeshError:
+            return []
+        return list(reply.in_progress)
+
+
+def run(coro) -> int:
+    """Run one command's coroutine; an indexer error ends it with its exit code (said on stderr)."""
+    try:
+        return asyncio.run(coro)
+    except IndexerFailed as failed:
+        return failed.exit_code
+
+
+def call(args, method: str, request) -> Any:
+    """One call on its own channel, for the commands that make a single call. An error raises
+    IndexerFailed, which `ragmesh`'s main turns into the exit code."""
+    async def one() -> Any:
+        async with IndexerClient(args) as indexer:
+            return await indexer.call(method, request)
+
+    return asyncio.run(one())
+
+
+def pb_json(message) -> dict:
+    """A reply as the CLI's contract JSON: counts as numbers and every field present, a zero or an
+    empty list included (protobuf's JSON mapping would write int64 as strings and leave them out)."""
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True,
+                         unquote_int64_if_possible=True)
+
+
+def actor() -> str:
+    return os.environ.get("RAGMESH_ACTOR") or os.environ.get("USER") or "cli"

@@ -1,0 +1,100 @@
+"""`ragmesh search|answer|get|corpora`: the gateway's read API, one JSON document on stdout."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ragmesh_cli.gateway_client import GatewayCall, add_gateway_options, exit_code_for, stream_answer
+from ragmesh_cli.output import EXIT_NO_EVIDENCE, EXIT_OK, emit, err
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for name, helptext in (("search", "search the knowledge base"), ("answer", "ask a grounded question")):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("query", help="what to search for" if name == "search" else "the question")
+        c.add_argument("--top-k", type=int, default=8,
+                       help="passages to return (default 8)" if name == "search" else "passages to answer from (default 8)")
+        c.add_argument("--library", default="", help="only this library (corpus ids are library@version)")
+        c.add_argument("--version", default="", help="only this version of the library")
+        c.add_argument("--corpus", default="", help="only this corpus (library@version)")
+        c.add_argument("--tag", action="append", default=[], help="only chunks with this tag (repeatable)")
+        c.add_argument("--include-content", action="store_true",
+                       help="each passage's full text, not only its quote" if name == "search"
+                       else "ignored by answer; accepted so search and answer take the same options")
+        add_gateway_options(c)
+        c.set_defaults(func=cmd_search if name == "search" else cmd_answer)
+
+    g = sub.add_parser("get", help="fetch chunks by id, pinned to an index version")
+    g.add_argument("chunk_ids", nargs="+", help="chunk ids, as search results and citations give them")
+    g.add_argument("--index-version", required=True, help="the index version the ids came from (results name it)")
+    g.add_argument("--include-content", action="store_true", help="each chunk's full text, not only its quote")
+    add_gateway_options(g)
+    g.set_defaults(func=cmd_get)
+
+    c = sub.add_parser("corpora", help="list the corpora you may read")
+    add_gateway_options(c)
+    c.set_defaults(func=cmd_corpora)
+
+
+def _filters(args) -> dict:
+    out: dict[str, Any] = {}
+    for key in ("library", "version", "corpus"):
+        if getattr(args, key, ""):
+            out[key] = getattr(args, key)
+    if getattr(args, "tag", None):
+        out["tags"] = args.tag
+    return out
+
+
+def _post(args, path: str, body: dict, *, items: str) -> int:
+    """POST, print the reply; exit 4 when it holds no ``items``."""
+    status, data = GatewayCall(args).post(path, body)
+    if status != 200:
+        err(f"{data.get('code', 'ERROR')}: {data.get('message', '')}")
+        return exit_code_for(status)
+    emit(data)
+    return EXIT_OK if data.get(items) else EXIT_NO_EVIDENCE
+
+
+def cmd_search(args) -> int:
+    body = {"query": args.query, "top_k": args.top_k, "include_content": args.include_content}
+    if _filters(args):
+        body["filters"] = _filters(args)
+    return _post(args, "/api/rag/v1/search", body, items="results")
+
+
+def cmd_get(args) -> int:
+    body = {"chunk_ids": args.chunk_ids, "index_version": args.index_version, "include_content": args.include_content}
+    return _post(args, "/api/rag/v1/chunks/batch-get", body, items="chunks")
+
+
+def cmd_corpora(args) -> int:
+    status, data = GatewayCall(args).get("/api/rag/v1/corpora")
+    if status != 200:
+        err(f"{data.get('code', 'ERROR')}: {data.get('message', '')}")
+        return exit_code_for(status)
+    emit(data)
+    for corpus in data.get("corpora", []):
+        # The JSON says it too; a person reading the terminal should not have to look for it.
+        if corpus.get("search") == "keyword_only":
+            err(f"{corpus['corpus']} is searched by keywords only: {corpus.get('keyword_only_reason') or ''}")
+    return EXIT_OK
+
+
+def cmd_answer(args) -> int:
+    call = GatewayCall(args)
+    extra = {"top_k": args.top_k}
+    if _filters(args):
+        extra["filters"] = _filters(args)
+    result = stream_answer(call.url, args.query, headers=call.headers, timeout=args.timeout, body_extra=extra)
+    terminal = result["terminal"] or {"event": "error", "code": "UNAVAILABLE", "message": "stream ended early"}
+    if terminal["event"] == "error":
+        err(f"{terminal.get('code', 'ERROR')}: {terminal.get('message', '')}")
+        return exit_code_for(result["status"] if result["status"] != 200 else 503)
+    # The answer is built from untrusted document text: say so, as the gateway does for sources.
+    emit({"request_id": result["meta"].get("request_id"), "answer": result["answer"], "trust": "untrusted",
+          "answer_status": terminal.get("answer_status"), "sources": result["sources"],
+          "security": result["security"], "degraded": terminal.get("degraded", []),
+          "index_version": result["meta"].get("index_version")})
+    return EXIT_NO_EVIDENCE if terminal.get("answer_status") == "insufficient_evidence" else EXIT_OK
