@@ -1,0 +1,111 @@
+"""A scratch database on a PostgreSQL server, and the running mesh a bench's smoke pass measures.
+
+Both bench/ scripts and tests import this module (it is installed with the project: no ``sys.path``
+edits). Everything here blocks; async callers use ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+# The corpus the e2e session mesh indexes (tests/e2e/conftest.py), and its id there.
+SMOKE_CORPUS_FOLDER = ROOT / "tests" / "fixtures" / "e2e_corpus"
+SMOKE_CORPUS = "quokka@1.0"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_serving(url: str, *, process=None, timeout: float = 60.0) -> None:
+    """Until ``url`` answers 2xx; SystemExit when ``process`` (a Popen) exits or time runs out."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url, timeout=2).is_success:
+                return
+        except httpx.HTTPError:
+            pass
+        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
+            raise SystemExit(f"{url} did not answer within {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def psql(server_url: str, sql: str) -> None:
+    """Run one SQL statement (CREATE/DROP DATABASE need no transaction around them)."""
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(server_url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def database_url(server_url: str, name: str) -> str:
+    parts = urlsplit(server_url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+@contextmanager
+def scratch_database(server_url: str, *, prefix: str = "ragmesh_bench") -> Iterator[str]:
+    """A new database on the server, dropped afterwards (its connections ended first)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    psql(server_url, f"CREATE DATABASE {name}")
+    try:
+        yield database_url(server_url, name)
+    finally:
+        drop_database(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    psql(server_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+    psql(server_url, f"DROP DATABASE IF EXISTS {name}")
+
+
+@dataclass(frozen=True)
+class RunningMesh:
+    """Where a started mesh serves, as its environment names it (``Mesh.env()`` plus RAGMESH_URL),
+    and the corpus it serves."""
+
+    gateway_url: str
+    runtime_url: str
+    indexer_addr: str
+    retrieval_addr: str
+    corpus: str
+    corpus_folder: Path
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> RunningMesh:
+        env = dict(os.environ if env is None else env)
+        missing = [name for name in ("RAGMESH_URL", "RAGMESH_EMBED_URL", "RAGMESH_INDEXER_ADDR",
+                                     "RAGMESH_RETRIEVAL_ADDR") if not env.get(name)]
+        if missing:
+            raise SystemExit(
+                f"--smoke measures a running mesh: set {', '.join(missing)} (tests/e2e/test_bench_smoke.py "
+                "passes its session mesh's environment; by hand: `ragmesh up --corpus tests/fixtures/e2e_corpus "
+                "--library quokka` and the addresses it prints)")
+        return cls(gateway_url=env["RAGMESH_URL"].rstrip("/"), runtime_url=env["RAGMESH_EMBED_URL"].rstrip("/"),
+                   indexer_addr=env["RAGMESH_INDEXER_ADDR"], retrieval_addr=env["RAGMESH_RETRIEVAL_ADDR"],
+                   corpus=env.get("RAGMESH_SMOKE_CORPUS") or SMOKE_CORPUS,
+                   corpus_folder=Path(env.get("RAGMESH_SMOKE_CORPUS_FOLDER") or SMOKE_CORPUS_FOLDER))
