@@ -23,9 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from beir_dataset import doc_run, evaluate, load_beir  # noqa: E402
+from beir_dataset import doc_run, evaluate, load_beir
+from ragmesh_bench.smoke import parse_args, tiny_beir, tiny_candidates
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 PRIOR_SPARSE = 0.25  # the rerank service's default
@@ -40,7 +39,10 @@ def main() -> int:
     p.add_argument("--dataset", required=True, type=Path)
     p.add_argument("--split", default="validation")
     p.add_argument("--candidates", required=True, type=Path, help="JSONL from eval_retrieval.py --dump")
-    args = p.parse_args()
+    args = parse_args(p)
+    if args.smoke:
+        args.dataset = tiny_beir()
+        args.candidates = tiny_candidates(args.dataset)
 
     from ragmesh_common.scoring import standardised as z
     from ragmesh_runtime.e5_similarity import E5Similarity

@@ -32,9 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from beir_dataset import doc_run, evaluate, load_beir  # noqa: E402
+from beir_dataset import doc_run, evaluate, load_beir
+from ragmesh_bench.smoke import parse_args, tiny_beir, tiny_candidates
 
 RUNTIME_GRID = (0.0, 0.25, 0.5, 1.0)
 PRIOR_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
@@ -79,7 +78,10 @@ def main() -> int:
     p.add_argument("--split", default="train")
     p.add_argument("--candidates", required=True, type=Path, help="JSONL from eval_retrieval.py --dump")
     p.add_argument("--text", default="embedded", choices=("quote", "embedded"), help="what the rerank stage sends")
-    args = p.parse_args()
+    args = parse_args(p)
+    if args.smoke:
+        args.dataset = tiny_beir()
+        args.candidates = tiny_candidates(args.dataset)
     if args.split == "test":
         raise SystemExit("tune on train only")
 
@@ -90,7 +92,8 @@ def main() -> int:
 
     dataset = load_beir(args.dataset, args.split)
     rows = [json.loads(line) for line in args.candidates.read_text(encoding="utf-8").splitlines() if line.strip()]
-    models = load_models(RuntimeSettings(rerank=RerankSettings(method="blend")))
+    # The blend loads WordLlama only when its weight is not zero; the grid below sets the weights.
+    models = load_models(RuntimeSettings(rerank=RerankSettings(method="blend", blend_wordllama=1.0)))
     bm25 = RequestBm25Scorer()
     scored: list[Scored] = []
     for number, row in enumerate(rows, 1):

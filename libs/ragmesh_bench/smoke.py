@@ -79,3 +79,21 @@ def tiny_answer_set(folder: Path | None = None) -> Path:
                  "answers": [], "file": ""})
     (folder / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return folder
+
+
+# What one line of `bench/eval_retrieval.py --dump` holds per hit; its smoke pass checks its own
+# dump against this, and the tuning scripts' smoke passes read candidates of this shape.
+CANDIDATE_KEYS = ("doc", "quote", "embedded", "dense", "sparse", "title")
+
+
+def tiny_candidates(beir: Path) -> Path:
+    """Candidates as eval_retrieval.py --dump writes them: every document for every query."""
+    docs = [json.loads(line) for line in (beir / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    path = beir.parent / "candidates.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for qid, text, answer in QUESTIONS:
+            hits = [{"doc": d["_id"], "quote": d["text"][:300], "embedded": d["text"][:500], "title": d["_id"],
+                     "dense": 0.8 if d["_id"] == answer else 0.3, "sparse": 2.0 if d["_id"] == answer else 0.5}
+                    for d in docs]
+            out.write(json.dumps({"qid": qid, "query": text, "hits": hits}) + "\n")
+    return path
