@@ -34,12 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from minilm_reference import MiniLmReference  # noqa: E402
-
-from ragmesh_common.embedders.compatibility import THRESHOLDS  # noqa: E402
-from ragmesh_common.embedders.measure import compare, topk_overlap  # noqa: E402
+from minilm_reference import MiniLmReference
+from ragmesh_bench.harness import RunningMesh
+from ragmesh_bench.smoke import parse_args, tiny_beir
+from ragmesh_common.embedders.compatibility import THRESHOLDS
+from ragmesh_common.embedders.measure import compare, topk_overlap
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT_DOCS = ROOT / "tests" / "fixtures" / "product_docs_qa"
@@ -138,7 +137,10 @@ def main() -> int:
     parser.add_argument("--pair", nargs=2, action="append", metavar=("INDEX_EMBEDDER", "QUERY_EMBEDDER"))
     parser.add_argument("--calibrate", action="store_true", help="nDCG@10 lost against the cosine of drifted vectors")
     parser.add_argument("--k", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:  # the e2e corpus; the numpy reference, and the running mesh's runtime over TEI's API
+        args.dataset, args.docs, args.queries = tiny_beir(), 10, 4
+        args.pair = [["runtime-int8", "minilm-fp32"], ["runtime-int8", f"tei:{RunningMesh.from_env().runtime_url}"]]
 
     encoders = Encoders()
     if args.dataset:

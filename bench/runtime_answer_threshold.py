@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragmesh_bench.smoke import parse_args, tiny_beir
 from ragmesh_runtime.generator.extractive import ExtractiveAnswerer
 from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt, EvidenceSource
 from ragmesh_runtime.models import load_models
@@ -57,14 +58,17 @@ def best_score(answerer: ExtractiveAnswerer, question: str, docs: list[dict]) ->
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--queries", type=int, default=120)
-    parser.add_argument("--datasets", nargs="+", default=["scifact", "xquad-zh"])
+    parser.add_argument("--datasets", nargs="+", default=["scifact", "xquad-zh"],
+                        help=f"BEIR folders: a path, or a name under {DATASETS}")
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:
+        args.datasets, args.queries = [str(tiny_beir())], 4
     settings = RuntimeSettings()
     answerer = ExtractiveAnswerer(load_models(settings).encoder, settings.generator)
     rng = random.Random(args.seed)
     for name in args.datasets:
-        corpus, queries, qrels = load_beir(DATASETS / name)
+        corpus, queries, qrels = load_beir(Path(name) if Path(name).is_dir() else DATASETS / name)
         doc_ids = sorted(corpus)
         query_ids = sorted(q for q in qrels if q in queries)
         rng.shuffle(query_ids)
@@ -74,7 +78,7 @@ def main() -> None:
             question = queries[qid]
             threshold = answerer.threshold(question)
             docs = [corpus[d] for d in qrels[qid] if d in corpus][:2]
-            others = [corpus[d] for d in rng.sample(doc_ids, 3) if d not in qrels[qid]]
+            others = [corpus[d] for d in rng.sample(doc_ids, min(3, len(doc_ids))) if d not in qrels[qid]]
             for bucket, evidence in ((relevant, docs), (unrelated, others)):
                 score = best_score(answerer, question, evidence)
                 if score is not None:
@@ -83,7 +87,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
-                    "dataset": name,
+                    "dataset": Path(name).name,
                     "queries": len(rel),
                     "threshold": threshold,
                     "relevant_answered": round(float(np.mean(rel >= threshold)), 3),

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import httpx
 
+from ragmesh_bench.harness import RunningMesh, free_port, wait_serving
+from ragmesh_bench.smoke import parse_args
 from ragmesh_runtime.models import load_models
 from ragmesh_runtime.service import RuntimeService
 from ragmesh_runtime.settings import RuntimeSettings
@@ -56,39 +59,30 @@ async def in_process(settings: RuntimeSettings, batches: list[list[str]]) -> tup
         service.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def over_http(batches: list[list[str]]) -> float:
+@contextlib.contextmanager
+def started_runtime() -> Iterator[str]:
+    """A `python -m ragmesh_runtime` of its own on a free port; yields its base URL."""
     port = free_port()
     env = {**os.environ, "RAGMESH_RUNTIME_PORT": str(port), "RAGMESH_LOG_LEVEL": "warning"}
     server = subprocess.Popen([sys.executable, "-m", "ragmesh_runtime"], env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        with httpx.Client(base_url=base, timeout=120) as client:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    if client.get("/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("runtime did not become healthy")
-                time.sleep(0.2)
-            client.post("/embed", json={"inputs": batches[0], "truncate": True}).raise_for_status()
-            started = time.perf_counter()
-            for batch in batches:
-                response = client.post("/embed", json={"inputs": batch, "truncate": True})
-                response.raise_for_status()
-                assert len(response.json()) == len(batch)
-            return sum(map(len, batches)) / (time.perf_counter() - started)
+        wait_serving(f"{base}/health", process=server, timeout=90)
+        yield base
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def over_http(base: str, batches: list[list[str]]) -> float:
+    with httpx.Client(base_url=base, timeout=120) as client:
+        client.post("/embed", json={"inputs": batches[0], "truncate": True}).raise_for_status()
+        started = time.perf_counter()
+        for batch in batches:
+            response = client.post("/embed", json={"inputs": batch, "truncate": True})
+            response.raise_for_status()
+            assert len(response.json()) == len(batch)
+        return sum(map(len, batches)) / (time.perf_counter() - started)
 
 
 def main() -> None:
@@ -96,13 +90,19 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--words", type=int, default=100)
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:  # a few small batches; over HTTP, the running mesh's runtime
+        args.batches, args.batch_size, args.words = 2, 4, 20
     settings = RuntimeSettings.from_env()
     texts = passages(args.batches * args.batch_size, args.words, seed=7)
     batches = [texts[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size)]
     load_before = os.getloadavg()[0]
     in_process_rate, tokens_per_passage = asyncio.run(in_process(settings, batches))
-    http_rate = over_http(batches)
+    if args.smoke:
+        http_rate = over_http(RunningMesh.from_env().runtime_url, batches)
+    else:
+        with started_runtime() as base:
+            http_rate = over_http(base, batches)
     print(
         json.dumps(
             {

@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from answer_set import SPLITS, Outcome, contains_gold, load_questions, split_of, summarize  # noqa: E402
+from answer_set import SPLITS, Outcome, contains_gold, load_questions, split_of, summarize
+from ragmesh_bench.harness import RunningMesh
+from ragmesh_bench.smoke import parse_args, scratch_folder, tiny_answer_set
 
 
 def dump(args: argparse.Namespace) -> int:
@@ -35,7 +35,7 @@ def dump(args: argparse.Namespace) -> int:
     with httpx.Client(base_url=args.url, timeout=120) as http, args.out.open("w", encoding="utf-8") as out:
         for q in questions:
             body = {"query": q.question, "top_k": 5, "include_content": True, "filters": {"corpus": args.corpus}}
-            results = http.post("/api/rag/v1/search", json=body).json().get("results", [])
+            results = http.post("/api/rag/v1/search", json=body).raise_for_status().json()["results"]
             sources = [{"id": r["source_id"], "title": r["title"], "heading": " > ".join(r["heading_path"]),
                         "text": r.get("content") or r["quote"]} for r in results]
             out.write(json.dumps({"id": q.id, "sources": sources}, ensure_ascii=False) + "\n")
@@ -100,6 +100,16 @@ def _number(text: str):
     return float(text) if "." in text else int(text)
 
 
+def smoke(args: argparse.Namespace) -> int:
+    """dump from the running mesh's gateway, then replay the evidence with one setting."""
+    mesh = RunningMesh.from_env()
+    args.dataset, args.url, args.corpus = tiny_answer_set(), mesh.gateway_url, mesh.corpus
+    args.out = args.evidence = scratch_folder() / "evidence.jsonl"
+    dump(args)
+    args.split, args.show_misses, args.vary, args.values = "all", False, ["min_score"], ["0.5"]
+    return replay(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -115,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--set", dest="pairs", action="append", default=[], metavar="FIELD=V1,V2",
                    help="a GeneratorSettings field and the values to try (repeatable: a grid)")
     r.add_argument("--show-misses", action="store_true", help="print each miss to stderr (last setting wins)")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
+    if args.smoke:
+        return smoke(args)
     if args.command == "dump":
         return dump(args)
     args.vary = [pair.split("=", 1)[0] for pair in args.pairs]

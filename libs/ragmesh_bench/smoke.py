@@ -76,7 +76,7 @@ def tiny_answer_set(folder: Path | None = None) -> Path:
     rows = [{"id": qid, "question": text, "answerable": True, "answers": [gold[qid]], "file": f"guide/{doc}.md"}
             for qid, text, doc in QUESTIONS]
     rows.append({"id": "q5", "question": "What colour is the moon over Lisbon?", "answerable": False,
-                 "answers": [], "file": ""})
+                 "answers": [], "file": None})
     (folder / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return folder
 
