@@ -44,19 +44,18 @@ import httpx
 import msgspec
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from beir_dataset import load_beir  # noqa: E402
-
-from ragmesh_common.index_schema import (  # noqa: E402
+from beir_dataset import load_beir
+from ragmesh_bench import smoke
+from ragmesh_bench.harness import RunningMesh
+from ragmesh_common.index_schema import (
     ChunkPayload,
     CollectionMeta,
     CorpusMeta,
     alias_name,
     collection_name,
 )
-from ragmesh_common.lexical import LexicalEncoder  # noqa: E402
-from ragmesh_common.vectorstore.port import (  # noqa: E402
+from ragmesh_common.lexical import LexicalEncoder
+from ragmesh_common.vectorstore.port import (
     HybridQuery,
     PointFilter,
     SparseVector,
@@ -85,15 +84,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--url", help="measure a running gateway instead: its base URL")
     p.add_argument("--token", default=os.environ.get("RAGMESH_TOKEN", ""), help="gateway bearer token")
     p.add_argument("--corpus", default="", help="gateway: filters.corpus")
-    return p.parse_args(argv)
+    p.add_argument("--dataset", type=Path, default=SCIFACT, help="the BEIR folder of documents and queries")
+    args = smoke.parse_args(p, argv)
+    if args.smoke:  # both stores and gRPC over the e2e corpus, then the running mesh's gateway
+        args.dataset, args.queries, args.warmup, args.concurrency = smoke.tiny_beir(), 8, 1, "1,2"
+        args.embed_url = RunningMesh.from_env().runtime_url
+        args.cache_dir = smoke.scratch_folder() / "vectors"
+    return args
 
 
 # --- data ------------------------------------------------------------------------------------
 
 
-def corpus_texts(kind: str, window: int, docs: int) -> list[tuple[str, str, str]]:
+def corpus_texts(dataset: Path, kind: str, window: int, docs: int) -> list[tuple[str, str, str]]:
     """(doc id, title, text) per point."""
-    corpus = list(load_beir(SCIFACT, "test").corpus.items())
+    corpus = list(load_beir(dataset, "test").corpus.items())
     out = []
     for doc_id, (title, text) in corpus[:docs or None]:
         if kind == "doc":
@@ -105,8 +110,8 @@ def corpus_texts(kind: str, window: int, docs: int) -> list[tuple[str, str, str]
     return out
 
 
-def scifact_queries(limit: int) -> list[str]:
-    queries = list(load_beir(SCIFACT, "test").queries.values())
+def scifact_queries(dataset: Path, limit: int) -> list[str]:
+    queries = list(load_beir(dataset, "test").queries.values())
     return (queries * (limit // len(queries) + 1))[:limit]
 
 
@@ -302,7 +307,7 @@ async def gateway_layer(args: argparse.Namespace, texts: list[str], levels: list
 
 async def main(args: argparse.Namespace) -> None:
     levels = [int(c) for c in args.concurrency.split(",")]
-    texts = scifact_queries(args.queries)
+    texts = scifact_queries(args.dataset, args.queries)
     if args.url:
         await gateway_layer(args, texts, levels)
         return
@@ -315,7 +320,7 @@ async def main(args: argparse.Namespace) -> None:
             runtime_process = start(["ragmesh_runtime", "--port", str(port)], dict(os.environ), work / "runtime.log")
             runtime = f"http://127.0.0.1:{port}"
             wait_http(f"{runtime}/health", runtime_process)
-        rows = corpus_texts(args.points, args.window_sentences, args.docs)
+        rows = corpus_texts(args.dataset, args.points, args.window_sentences, args.docs)
         dense = embed(runtime, [f"{title}\n{text}" for _, title, text in rows], args.cache_dir)
         model = httpx.get(f"{runtime}/info", timeout=10).json()["model_id"]
         points, meta = build_points(rows, dense, model)
@@ -346,4 +351,9 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    arguments = parse_args()
+    asyncio.run(main(arguments))
+    if arguments.smoke:
+        mesh = RunningMesh.from_env()
+        arguments.url, arguments.corpus = mesh.gateway_url, mesh.corpus
+        asyncio.run(main(arguments))
