@@ -5,37 +5,18 @@ Part of bench/eval_retrieval.py; see there.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
+from ragmesh_bench.harness import database_url  # noqa: F401 - the eval scripts import it from here
 from ragmesh_cli.mesh import Mesh, MeshPorts
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 SERVICES = ("runtime", "retrieval", "rerank", "indexer")
-
-
-def psql(sql: str, server_url: str) -> None:
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(server_url)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
-def database_url(server_url: str, name: str) -> str:
-    parts = urlsplit(server_url)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
 
 
 def say(message: str) -> None:

@@ -39,9 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from beir_dataset import (  # noqa: E402
+from beir_dataset import (
     BeirDataset,
     doc_run,
     evaluate,
@@ -51,7 +49,9 @@ from beir_dataset import (  # noqa: E402
     write_markdown,
 )
 
-from eval_mesh import DEFAULT_PG, EvalMesh, database_url, index_corpus, psql, say  # noqa: E402
+from eval_mesh import DEFAULT_PG, EvalMesh, index_corpus, say
+from ragmesh_bench import smoke
+from ragmesh_bench.harness import RunningMesh, database_url, drop_database, psql
 
 STAGES = ("sparse", "dense", "hybrid", "rerank")
 
@@ -76,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--corpus", default="", help="with --url: the corpus id to search (library@version)")
     p.add_argument("--token", default=os.environ.get("RAGMESH_TOKEN", ""), help="with --url: bearer token")
     p.add_argument("--write-corpus", type=Path, help="only write the Markdown corpus to this folder and exit")
-    return p.parse_args(argv)
+    return smoke.parse_args(p, argv)
 
 
 # ---------------------------------------------------------------- querying
@@ -219,8 +219,45 @@ def run_gateway(args: argparse.Namespace, dataset: BeirDataset, query_ids: list[
     print(json.dumps(stage_report("gateway", dataset, args.split, results, config)), flush=True)
 
 
+class RunningStages:
+    """The running mesh's retrieval and rerank, for the smoke pass: its retrieval serves one mode."""
+
+    mode = "hybrid"
+
+    def __init__(self, mesh: RunningMesh) -> None:
+        self.addrs = {"retrieval": mesh.retrieval_addr, "rerank": mesh.rerank_addr}
+
+    def addr(self, svc: str) -> str:
+        return self.addrs[svc]
+
+    def set_mode(self, mode: str) -> None:
+        if mode != self.mode:
+            raise SystemExit(f"the running mesh's retrieval serves {self.mode}, not {mode}")
+
+
+def run_smoke(args: argparse.Namespace) -> int:
+    """Hybrid and rerank against the running mesh's services, its dump checked, then its gateway."""
+    mesh = RunningMesh.from_env()
+    dataset = load_beir(smoke.tiny_beir(), "test")
+    query_ids = sample_queries(dataset, 0)
+    names = {file_name(doc_id): doc_id for doc_id in dataset.corpus}
+    titles = {doc_id: title for doc_id, (title, _) in dataset.corpus.items()}
+    args.stage, args.dump, args.split = "hybrid,rerank", smoke.scratch_folder() / "dump.jsonl", "test"
+    querier = Querier(RunningStages(mesh), mesh.corpus, names, titles)
+    asyncio.run(run_stages(args, querier.mesh, querier, dataset, query_ids, {"smoke": True}))
+    rows = [json.loads(line) for line in args.dump.read_text(encoding="utf-8").splitlines()]
+    missing = {key for row in rows for hit in row["hits"] for key in smoke.CANDIDATE_KEYS if key not in hit}
+    if not rows or missing:
+        raise SystemExit(f"the dump changed: {len(rows)} rows, hits without {sorted(missing)}")
+    args.url, args.corpus = mesh.gateway_url, mesh.corpus
+    run_gateway(args, dataset, query_ids)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.smoke:
+        return run_smoke(args)
     # SIGTERM (and SIGINT, which a background job ignores) must still stop the mesh and drop the database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.stage != "all" and not set(args.stage.split(",")) <= set(STAGES):
@@ -240,11 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     database = args.database or f"ragmesh_eval_{uuid.uuid4().hex[:10]}"
     if args.database:
         try:
-            psql(f"CREATE DATABASE {database}", server)
+            psql(server, f"CREATE DATABASE {database}")
         except Exception:  # noqa: BLE001 - it exists: reuse it (and its index)
             pass
     else:
-        psql(f"CREATE DATABASE {database}", server)
+        psql(server, f"CREATE DATABASE {database}")
     temp = tempfile.TemporaryDirectory(prefix="ragmesh-eval-")
     state = args.state_dir or Path(temp.name) / "state"
     # Under a kept state dir the corpus path stays the same, so a rerun's index ci reuses the build.
@@ -261,8 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         mesh.stop()
         if not args.database:
-            psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'", server)
-            psql(f"DROP DATABASE IF EXISTS {database}", server)
+            drop_database(server, database)
         temp.cleanup()
     return 0
 

@@ -38,6 +38,9 @@ from pathlib import Path
 
 import httpx
 
+from ragmesh_bench.harness import RunningMesh, database_url, drop_database, psql
+from ragmesh_bench.smoke import parse_args
+
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = [
     "What is the default queue depth of the Quokka scheduler?",
@@ -124,31 +127,19 @@ def start_mesh(args):
     from ragmesh_cli.mesh import Mesh, MeshPorts
     from ragmesh_cli.mesh.commands import wait_ready
 
-    import asyncio
-
-    import asyncpg
-
     server = os.environ.get("RAGMESH_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
     db = f"ragmesh_bench_{uuid.uuid4().hex[:8]}"
-
-    async def sql(statement: str) -> None:
-        conn = await asyncpg.connect(server)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(sql(f"CREATE DATABASE {db}"))
+    psql(server, f"CREATE DATABASE {db}")
     state = Path(tempfile.mkdtemp(prefix="ragmesh-ttft-"))
     mesh = Mesh(state_dir=state, ports=MeshPorts(args.port_base), extra_env={
-        "RAGMESH_POSTGRES_URL": server.rsplit("/", 1)[0] + f"/{db}",
+        "RAGMESH_POSTGRES_URL": database_url(server, db),
         "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL", "redis://127.0.0.1:6379/14"),
         "RAGMESH_LOG_LEVEL": "WARNING",
     })
 
     def cleanup() -> None:
         mesh.stop()
-        asyncio.run(sql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        drop_database(server, db)
 
     try:
         mesh.start(log=lambda m: None)
@@ -174,7 +165,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--top-k", type=int, default=5,
                         help="the gateway's chat default (RAGMESH_CHAT_TOP_K)")
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:
+        mesh = RunningMesh.from_env()
+        args.gateway, args.runtime, args.start, args.runs = mesh.gateway_url, mesh.runtime_url, False, 2
 
     cleanup = lambda: None  # noqa: E731
     gateway, runtime = args.gateway.rstrip("/"), args.runtime.rstrip("/")

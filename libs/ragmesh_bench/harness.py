@@ -92,6 +92,7 @@ class RunningMesh:
     runtime_url: str
     indexer_addr: str
     retrieval_addr: str
+    rerank_addr: str
     corpus: str
     corpus_folder: Path
 
@@ -99,7 +100,7 @@ class RunningMesh:
     def from_env(cls, env: dict[str, str] | None = None) -> RunningMesh:
         env = dict(os.environ if env is None else env)
         missing = [name for name in ("RAGMESH_URL", "RAGMESH_EMBED_URL", "RAGMESH_INDEXER_ADDR",
-                                     "RAGMESH_RETRIEVAL_ADDR") if not env.get(name)]
+                                     "RAGMESH_RETRIEVAL_ADDR", "RAGMESH_RERANK_ADDR") if not env.get(name)]
         if missing:
             raise SystemExit(
                 f"--smoke measures a running mesh: set {', '.join(missing)} (tests/e2e/test_bench_smoke.py "
@@ -107,5 +108,6 @@ class RunningMesh:
                 "--library quokka` and the addresses it prints)")
         return cls(gateway_url=env["RAGMESH_URL"].rstrip("/"), runtime_url=env["RAGMESH_EMBED_URL"].rstrip("/"),
                    indexer_addr=env["RAGMESH_INDEXER_ADDR"], retrieval_addr=env["RAGMESH_RETRIEVAL_ADDR"],
+                   rerank_addr=env["RAGMESH_RERANK_ADDR"],
                    corpus=env.get("RAGMESH_SMOKE_CORPUS") or SMOKE_CORPUS,
                    corpus_folder=Path(env.get("RAGMESH_SMOKE_CORPUS_FOLDER") or SMOKE_CORPUS_FOLDER))
