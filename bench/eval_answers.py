@@ -97,13 +97,14 @@ class EmbeddedMesh:
 
     def __init__(self, corpus: Path, library: str) -> None:
         sys.path.insert(0, str(ROOT / "bench"))
-        from eval_mesh import DEFAULT_PG, database_url, psql
+        from eval_mesh import DEFAULT_PG
+        from ragmesh_bench.harness import database_url, psql
 
         from ragmesh_cli.mesh import Mesh, MeshPorts
 
         self._psql, self._pg = psql, os.environ.get("RAGMESH_TEST_POSTGRES_URL", DEFAULT_PG)
         self._db = f"ragmesh_answers_{uuid.uuid4().hex[:8]}"
-        self._psql(f"CREATE DATABASE {self._db}", self._pg)
+        self._psql(self._pg, f"CREATE DATABASE {self._db}")
         self._state = Path(tempfile.mkdtemp(prefix="ragmesh-answers-"))
         self.mesh = Mesh(state_dir=self._state, ports=MeshPorts.free_block(), extra_env={
             "RAGMESH_POSTGRES_URL": database_url(self._pg, self._db),
@@ -135,8 +136,9 @@ class EmbeddedMesh:
 
     def __exit__(self, *exc) -> None:
         self.mesh.stop()
-        self._psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{self._db}'", self._pg)
-        self._psql(f"DROP DATABASE IF EXISTS {self._db}", self._pg)
+        from ragmesh_bench.harness import drop_database
+
+        drop_database(self._pg, self._db)
         import shutil
 
         shutil.rmtree(self._state, ignore_errors=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ragmesh_cli import main as cli
+from ragmesh_cli import output
 from ragmesh_gateway.deps import GatewayServices, build_deps
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.mcp.tools import INSTRUCTIONS, SKILL_PATH
@@ -67,11 +68,11 @@ def test_the_cli_the_skill_describes_exists() -> None:
     assert named <= commands
     codes = dict((int(n), label) for n, label in re.findall(r"(\d) ([a-z ]+?)(?:,|\s\(|\.)", text))
     assert codes == {
-        cli.EXIT_OK: "ok",
-        cli.EXIT_USAGE: "bad arguments",
-        cli.EXIT_AUTH: "auth failure",
-        cli.EXIT_NO_EVIDENCE: "no evidence",
-        cli.EXIT_UNAVAILABLE: "unavailable",
+        output.EXIT_OK: "ok",
+        output.EXIT_USAGE: "bad arguments",
+        output.EXIT_AUTH: "auth failure",
+        output.EXIT_NO_EVIDENCE: "no evidence",
+        output.EXIT_UNAVAILABLE: "unavailable",
     }
 
 
