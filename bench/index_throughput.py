@@ -35,6 +35,8 @@ from pathlib import Path
 
 import httpx
 
+from ragmesh_bench.harness import RunningMesh
+from ragmesh_bench.smoke import parse_args, scratch_folder, tiny_beir
 from ragmesh_cli.mesh import Mesh, MeshPorts
 from ragmesh_indexer.settings import IndexerSettings
 
@@ -42,11 +44,11 @@ SCIFACT = Path("/work/shared/datasets/scifact")
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def write_corpus(folder: Path, docs: int) -> int:
-    """The first ``docs`` SciFact documents as ``<id>.md`` files: an H1 title, then the abstract."""
-    plain = SCIFACT / "corpus.jsonl"
+def write_corpus(folder: Path, docs: int, dataset: Path = SCIFACT) -> int:
+    """The first ``docs`` documents of a BEIR folder as ``<id>.md`` files: an H1 title, then the text."""
+    plain = dataset / "corpus.jsonl"
     opener = open if plain.exists() else gzip.open
-    source = plain if plain.exists() else SCIFACT / "corpus.jsonl.gz"
+    source = plain if plain.exists() else dataset / "corpus.jsonl.gz"
     folder.mkdir(parents=True, exist_ok=True)
     written = 0
     with opener(source, "rt", encoding="utf-8") as handle:
@@ -93,20 +95,49 @@ def raw_embed_rate(runtime: str, texts: list[str], batch: int, concurrency: int 
     return asyncio.run(run())
 
 
-async def timed_build(indexer_addr: str, root: Path) -> tuple[float, object]:
+async def timed_build(indexer_addr: str, root: Path, corpus: str = "bench@1") -> tuple[float, object]:
     """One Build, as `ragmesh index build` runs it (progress lines on stderr)."""
     from types import SimpleNamespace
 
     from ragmesh.v1 import indexer_pb2
     from ragmesh_cli.indexer_client import IndexerClient
 
+    library, version = corpus.split("@")
     request = indexer_pb2.BuildRequest(
-        corpus=indexer_pb2.CorpusSpec(corpus="bench@1", library="bench", version="1", root=str(root)),
-        force=True, actor="bench", reason="throughput")
+        corpus=indexer_pb2.CorpusSpec(corpus=corpus, library=library, version=version, root=str(root)),
+        force=True, actor="bench", reason="throughput", admin=True)  # an operator, as `ragmesh index build`
     async with IndexerClient(SimpleNamespace(addr=indexer_addr, timeout=3600)) as indexer:
         started = time.perf_counter()
-        reply = await indexer.build(request, label="bench@1", stream=sys.stderr)
+        reply = await indexer.build(request, label=corpus, stream=sys.stderr)
         return time.perf_counter() - started, reply
+
+
+def smoke_pass() -> int:
+    """A build of the e2e corpus's files through the running mesh's indexer, raw /embed around it,
+    then the corpus removed again (the mesh serves what it served before)."""
+    from types import SimpleNamespace
+
+    from ragmesh.v1 import indexer_pb2
+    from ragmesh_cli.indexer_client import IndexerClient
+
+    mesh = RunningMesh.from_env()
+    corpus_dir, corpus = scratch_folder() / "corpus", f"benchsmoke{uuid.uuid4().hex[:6]}@1"
+    docs = write_corpus(corpus_dir, 10, tiny_beir())
+    texts = embedding_texts(corpus_dir)
+    raw = raw_embed_rate(mesh.runtime_url, texts, 4)
+
+    async def build_and_remove() -> tuple[float, object]:
+        built = await timed_build(mesh.indexer_addr, corpus_dir, corpus)
+        async with IndexerClient(SimpleNamespace(addr=mesh.indexer_addr, timeout=120)) as indexer:
+            await indexer.call("Remove", indexer_pb2.RemoveRequest(corpus=corpus, actor="bench", reason="smoke"))
+        return built
+
+    seconds, reply = asyncio.run(build_and_remove())
+    if reply.chunks != len(texts):
+        raise SystemExit(f"the indexer built {reply.chunks} chunks, the bench computed {len(texts)}")
+    print(json.dumps({"bench": "index_throughput", "smoke": True, "docs": docs, "chunks": reply.chunks,
+                      "build_seconds": round(seconds, 2), "raw_embed_chunks_per_s": round(raw, 2)}))
+    return 0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -156,7 +187,9 @@ def main() -> int:
     parser.add_argument("--indexer-pythonpath", default="",
                         help="run the indexer process from this folder instead (e.g. an older checkout's "
                              "services/indexer), for before/after comparisons")
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:
+        return smoke_pass()
 
     pg = os.environ.get("RAGMESH_POSTGRES_URL") or os.environ.get("RAGMESH_TEST_POSTGRES_URL") or DEFAULT_PG
     schema = f"bench_{uuid.uuid4().hex[:12]}"
