@@ -20,6 +20,9 @@ import time
 import uuid
 from pathlib import Path
 
+from ragmesh_bench.harness import RunningMesh, database_url, drop_database, psql
+from ragmesh_bench.smoke import parse_args
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -41,14 +44,16 @@ def main() -> int:
     parser.add_argument("--corpus", default=str(ROOT / "docs"))
     parser.add_argument("--question", default="What does the indexer service own?")
     parser.add_argument("--port-base", type=int, default=23000)
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:
+        return smoke_pass(args.question)
 
     server = os.environ.get("RAGMESH_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
     db = f"ragmesh_bench_{uuid.uuid4().hex[:8]}"
-    _sql(server, f"CREATE DATABASE {db}")
+    psql(server, f"CREATE DATABASE {db}")
     state = Path(tempfile.mkdtemp(prefix="ragmesh-footprint-"))
     mesh = Mesh(state_dir=state, ports=MeshPorts(args.port_base), extra_env={
-        "RAGMESH_POSTGRES_URL": server.rsplit("/", 1)[0] + f"/{db}",
+        "RAGMESH_POSTGRES_URL": database_url(server, db),
         "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL", "redis://127.0.0.1:6379/14"),
     })
     started = time.monotonic()
@@ -76,22 +81,26 @@ def main() -> int:
         return 0
     finally:
         mesh.stop()
-        _sql(server, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        drop_database(server, db)
 
 
-def _sql(url: str, statement: str) -> None:
-    import asyncio
+def smoke_pass(question: str) -> int:
+    """The running mesh (its processes from its state folder's records): one answer, peak memory."""
+    from ragmesh_cli.gateway_client import stream_answer
+    from ragmesh_cli.mesh.lifecycle import StateFolder
 
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
+    mesh = RunningMesh.from_env()
+    t0 = time.monotonic()
+    answer = stream_answer(mesh.gateway_url, question, headers={}, timeout=120)
+    terminal = answer.get("terminal") or {}
+    if terminal.get("event") != "done":
+        raise SystemExit(f"the chat stream ended with {terminal}")
+    children = StateFolder(Path(os.environ["RAGMESH_STATE_DIR"])).read_record()["children"]
+    peaks = {svc: round(peak_rss_mib(int(entry["pid"])), 1) for svc, entry in children.items()}
+    print(json.dumps({"smoke": True, "first_answer_s": round(time.monotonic() - t0, 2),
+                      "answer_status": terminal.get("answer_status"), "peak_rss_mib": peaks,
+                      "peak_rss_total_mib": round(sum(peaks.values()), 1)}))
+    return 0
 
 
 if __name__ == "__main__":
