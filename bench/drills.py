@@ -22,6 +22,7 @@ tests/e2e/test_drills.py runs the same drills on a small corpus and asserts on t
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -31,9 +32,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from drill_mesh import API, ROOT, DrillMesh, Load, Sample, as_json, kill, sync_ask  # noqa: E402
+from drill_mesh import API, ROOT, DrillMesh, Load, Sample, as_json, kill, sync_ask
+from ragmesh_bench.harness import RunningMesh
+from ragmesh_bench.smoke import parse_args
 
 WARM_S = 1.5  # load before the kill: the baseline the drill departs from
 SETTLE_S = 2.0  # load after recovery: the answers that show it stays recovered
@@ -329,6 +330,23 @@ def run(corpus: Path, *, clients: int, only: list[str], store_down_s: float, sta
     return result
 
 
+def smoke_pass() -> int:
+    """No fault: two clients of the load against the running mesh, and the cross-origin cases."""
+    gateway = RunningMesh.from_env().gateway_url
+    load = Load(gateway, clients=2)
+    load.start()
+    time.sleep(WARM_S)
+    load.stop()
+    answered = [s for s in load.samples if s.answered]
+    cases = _cross_origin_cases(gateway)
+    wrong = [(case, expected, got) for case, expected, got in cases if got != expected]
+    print(json.dumps({"smoke": True, "samples": len(load.samples), "answered": len(answered), "cases": len(cases),
+                      "wrong": wrong}))
+    if not answered or wrong:
+        raise SystemExit("the load got no answer, or a hostile case changed" if not wrong else f"changed: {wrong}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default=str(ROOT / "tests" / "fixtures" / "e2e_corpus"))
@@ -336,7 +354,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated drill names")
     parser.add_argument("--store-down-s", type=float, default=3.0)
     parser.add_argument("--json", default="", help="also write the results here")
-    args = parser.parse_args()
+    args = parse_args(parser)
+    if args.smoke:
+        return smoke_pass()
     only = [name for name in args.only.split(",") if name]
     print(TABLE_HEAD)
     result = run(Path(args.corpus), clients=args.clients, only=only, store_down_s=args.store_down_s,
