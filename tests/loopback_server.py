@@ -1,8 +1,9 @@
-"""An ASGI app under a real uvicorn on 127.0.0.1, for the test folders that need a live HTTP server:
-``serve`` from a running event loop, ``serve_in_thread`` from synchronous code.
+"""An ASGI app (a Litestar app, or a bare ASGI double such as the fake runtimes) under a real uvicorn
+on 127.0.0.1, for the test folders that need a live HTTP server: ``serve`` from a running event
+loop, ``serve_in_thread`` from synchronous code.
 
 It lives at the top of tests/ (on sys.path through tests/conftest.py, as doc_examples.py is) so the
-gateway's and the runtime's integration tests use one copy.
+gateway's, runtime's, generation's and rerank's integration tests use one copy.
 """
 
 from __future__ import annotations

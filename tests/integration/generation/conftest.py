@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import msgspec
 import pytest
-from fake_openai_runtime import FakeOpenAiRuntime, ThreadedUvicorn
+from fake_openai_runtime import FakeOpenAiRuntime
+from loopback_server import serve_in_thread
 from ragmesh.v1 import generation_pb2_grpc
 
 from ragmesh_common.rpc.client import open_channel
@@ -18,10 +19,8 @@ from ragmesh_generation.settings import GenerationSettings
 @pytest.fixture
 def fake_llm() -> Iterator[tuple[FakeOpenAiRuntime, str]]:
     runtime = FakeOpenAiRuntime()
-    server = ThreadedUvicorn(runtime)
-    base = server.start()
-    yield runtime, f"{base}/v1"
-    server.stop()
+    with serve_in_thread(runtime) as base:
+        yield runtime, f"{base}/v1"
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +31,8 @@ def cpu_runtime_url() -> Iterator[str]:
         from ragmesh_runtime.settings import RuntimeSettings
     except ImportError as exc:
         pytest.skip(f"ragmesh_runtime is not importable here ({exc})")
-    server = ThreadedUvicorn(create_app(RuntimeSettings()))
-    yield server.start()
-    server.stop()
+    with serve_in_thread(create_app(RuntimeSettings())) as url:
+        yield url
 
 
 GenerationStarter = Callable[..., Awaitable[generation_pb2_grpc.GenerationStub]]

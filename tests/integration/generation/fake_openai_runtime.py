@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible runtime (SSE chat completions) served by uvicorn in a thread.
+"""A scripted OpenAI-compatible runtime (SSE chat completions) served in a thread by tests/loopback_server.py.
 
 Test double for what the real CPU runtime cannot easily do on demand: answer slowly, stall,
 send garbage, and report whether the client hung up.
@@ -9,11 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
-
-import uvicorn
 
 MODEL = "fake-llm"
 
@@ -23,29 +20,6 @@ class Script:
     pieces: list[str] = field(default_factory=list)
     delay_s: float = 0.0  # between pieces
     mode: str = "answer"  # answer | stall | garbage | error500
-
-
-class ThreadedUvicorn:
-    """uvicorn on an OS-chosen port in a daemon thread (signals stay with the main thread)."""
-
-    def __init__(self, app: Any) -> None:
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                                    lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def start(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("test HTTP server did not start")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 class FakeOpenAiRuntime:

@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import msgspec
 import pytest
-from fake_tei_runtime import FakeTeiRuntime, ThreadedUvicorn
+from fake_tei_runtime import FakeTeiRuntime
+from loopback_server import serve_in_thread
 from ragmesh.v1 import rerank_pb2_grpc
 
 from ragmesh_common.rpc.client import open_channel
@@ -17,9 +18,8 @@ from ragmesh_rerank.settings import RerankSettings
 @pytest.fixture
 def fake_tei() -> Iterator[tuple[FakeTeiRuntime, str]]:
     runtime = FakeTeiRuntime()
-    server = ThreadedUvicorn(runtime)
-    yield runtime, server.start()
-    server.stop()
+    with serve_in_thread(runtime) as url:
+        yield runtime, url
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +29,8 @@ def cpu_runtime_url() -> Iterator[str]:
         from ragmesh_runtime.settings import RuntimeSettings
     except ImportError as exc:
         pytest.skip(f"ragmesh_runtime is not importable here ({exc})")
-    server = ThreadedUvicorn(create_app(RuntimeSettings()))
-    yield server.start()
-    server.stop()
+    with serve_in_thread(create_app(RuntimeSettings())) as url:
+        yield url
 
 
 @pytest.fixture

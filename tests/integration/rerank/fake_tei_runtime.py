@@ -1,4 +1,4 @@
-"""A TEI-compatible /info + /rerank double served by uvicorn in a thread.
+"""A TEI-compatible /info + /rerank double served in a thread by tests/loopback_server.py.
 
 Scores a text by how many query words it contains, like a (very) poor reranker, and can be told
 to answer slowly so deadlines can be tested.
@@ -8,36 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 from typing import Any
-
-import uvicorn
 
 INFO = {"model_id": "fake/cross-encoder", "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}}},
         "max_input_length": 512}
-
-
-class ThreadedUvicorn:
-    """uvicorn on an OS-chosen port in a daemon thread (signals stay with the main thread)."""
-
-    def __init__(self, app: Any) -> None:
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                                    lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def start(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("test HTTP server did not start")
-            time.sleep(0.01)
-        return f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 class FakeTeiRuntime:

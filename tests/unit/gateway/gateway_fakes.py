@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Authenticator, Caller, RequestInfo
+from ragmesh_gateway.access import Caller
 from ragmesh_gateway.chat.ports import (
     AnswerGenerator,
     GeneratedSources,
@@ -303,16 +303,6 @@ class FakeProbe(DependencyProbe):
 
     async def is_serving(self) -> bool:
         return self.serving
-
-
-class StaticAuthenticator(Authenticator):
-    def __init__(self, caller: Caller) -> None:
-        self.caller = caller
-        self.seen: list[RequestInfo] = []
-
-    async def authenticate(self, request: RequestInfo) -> Caller:
-        self.seen.append(request)
-        return self.caller
 
 
 def fake_deps(**overrides) -> GatewayDeps:
