@@ -17,6 +17,16 @@ import uvicorn
 from litestar import Litestar
 
 
+async def read_body(receive) -> bytes:
+    """The whole request body, for a bare ASGI double."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 def _server(app: Litestar, port: int) -> uvicorn.Server:
     return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
                                          lifespan="on"))

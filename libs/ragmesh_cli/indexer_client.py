@@ -32,6 +32,18 @@ def add_indexer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the indexer (default 1800)")
 
 
+def corpus_command(sub: argparse._SubParsersAction, name: str, helptext: str, func, *options: tuple[str, dict]):
+    """A subcommand on one corpus: ``--corpus``, then ``options`` (flag, add_argument keywords), then
+    the indexer's address and timeout."""
+    p = sub.add_parser(name, help=helptext)
+    p.add_argument("--corpus", required=True, help="corpus id (library@version)")
+    for flag, keywords in options:
+        p.add_argument(flag, **keywords)
+    add_indexer_options(p)
+    p.set_defaults(func=func)
+    return p
+
+
 def exit_code_for(error) -> int:
     """A RagmeshError from the indexer as an exit code: 5 unavailable, 1 the work failed, 2 the
     request was refused (an unknown corpus, a root outside the allowed folders, a conflict)."""

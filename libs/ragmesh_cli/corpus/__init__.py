@@ -10,7 +10,7 @@ from typing import Any
 from ragmesh_cli.index import OPERATOR
 from ragmesh_cli.index.reports import change_line, count_chunks, say_built, say_files, say_gates
 from ragmesh_cli.index.spec import LICENSE_HELP, SOURCE_URL_HELP, add_file_options
-from ragmesh_cli.indexer_client import IndexerClient, actor, add_indexer_options, call, pb_json, run
+from ragmesh_cli.indexer_client import IndexerClient, actor, add_indexer_options, call, corpus_command, pb_json, run
 from ragmesh_cli.output import EXIT_FAIL, EXIT_OK, EXIT_USAGE, emit, err
 
 
@@ -32,10 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--dry-run", action="store_true", help="scan and chunk in the indexer; write nothing")
     add_indexer_options(add)
     add.set_defaults(func=cmd_corpus_add)
-    verify = csub.add_parser("verify", help="re-check files on disk against the active version's manifest")
-    verify.add_argument("--corpus", required=True, help="corpus id (library@version)")
-    add_indexer_options(verify)
-    verify.set_defaults(func=cmd_corpus_verify)
+    corpus_command(csub, "verify", "re-check files on disk against the active version's manifest", cmd_corpus_verify)
     remove = csub.add_parser("remove", help="retire every index version of a corpus and delete its alias and "
                                             "collections, so nothing of it is served any more")
     remove.add_argument("corpus", metavar="CORPUS", help="corpus id (library@version)")

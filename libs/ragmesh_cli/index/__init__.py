@@ -11,7 +11,7 @@ from typing import Any
 
 from ragmesh_cli.index.reports import change_line, say_built, say_gates
 from ragmesh_cli.index.spec import LICENSE_HELP, SOURCE_URL_HELP, add_file_options, corpus_spec
-from ragmesh_cli.indexer_client import IndexerClient, actor, add_indexer_options, call, pb_json, run
+from ragmesh_cli.indexer_client import IndexerClient, actor, add_indexer_options, call, corpus_command, pb_json, run
 from ragmesh_cli.output import EXIT_FAIL, EXIT_OK, emit, err
 
 # Whoever reaches the indexer's gRPC port is an operator (the port is never public: loopback in the
@@ -42,28 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, helptext, func in (
             ("validate", "run the gates on a candidate; exit 1 if one fails", cmd_index_validate),
             ("promote", "make a validated version the one the corpus serves", cmd_index_promote)):
-        v = isub.add_parser(name, help=helptext)
-        v.add_argument("--corpus", required=True, help="corpus id (library@version)")
-        v.add_argument("--index-version", required=True, help="the version (`index build` or `index status` names it)")
-        v.add_argument("--reason", default="", help="why, recorded in the audit trail" if name == "promote"
-                       else "ignored (validation records no reason); accepted like promote's")
-        add_indexer_options(v)
-        v.set_defaults(func=func)
-    r = isub.add_parser("rollback", help="serve the previous version again (swap active and previous)")
-    r.add_argument("--corpus", required=True, help="corpus id (library@version)")
-    r.add_argument("--reason", default="", help="why, recorded in the audit trail")
-    add_indexer_options(r)
-    r.set_defaults(func=cmd_index_rollback)
-    s = isub.add_parser("status", help="the corpus's versions, their states and any build in progress")
-    s.add_argument("--corpus", required=True, help="corpus id (library@version)")
-    add_indexer_options(s)
-    s.set_defaults(func=cmd_index_status)
-    d = isub.add_parser("diff", help="files and chunks changed between two index versions")
-    d.add_argument("--corpus", required=True, help="corpus id (library@version)")
-    d.add_argument("--from", dest="from_version", default="", help="default: the active version")
-    d.add_argument("--to", dest="to_version", default="", help="default: the newest other version")
-    add_indexer_options(d)
-    d.set_defaults(func=cmd_index_diff)
+        corpus_command(isub, name, helptext, func, (
+            "--index-version", {"required": True, "help": "the version (`index build` or `index status` names it)"}), (
+            "--reason", {"default": "", "help": "why, recorded in the audit trail" if name == "promote"
+                         else "ignored (validation records no reason); accepted like promote's"}))
+    corpus_command(isub, "rollback", "serve the previous version again (swap active and previous)", cmd_index_rollback,
+                   ("--reason", {"default": "", "help": "why, recorded in the audit trail"}))
+    corpus_command(isub, "status", "the corpus's versions, their states and any build in progress", cmd_index_status)
+    corpus_command(isub, "diff", "files and chunks changed between two index versions", cmd_index_diff,
+                   ("--from", {"dest": "from_version", "default": "", "help": "default: the active version"}),
+                   ("--to", {"dest": "to_version", "default": "", "help": "default: the newest other version"}))
 
 
 def cmd_index_build(args) -> int:

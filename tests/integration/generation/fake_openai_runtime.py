@@ -12,6 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopback_server import read_body
+
 MODEL = "fake-llm"
 
 
@@ -35,12 +37,7 @@ class FakeOpenAiRuntime:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         if scope["path"] == "/v1/models":
             await _json(send, {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0,
                                                             "owned_by": "test"}]})

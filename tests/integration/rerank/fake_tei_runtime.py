@@ -10,6 +10,8 @@ import asyncio
 import json
 from typing import Any
 
+from loopback_server import read_body
+
 INFO = {"model_id": "fake/cross-encoder", "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}}},
         "max_input_length": 512}
 
@@ -25,12 +27,7 @@ class FakeTeiRuntime:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         if scope["path"] == "/info":
             return await _json(send, INFO)
         if scope["path"] != "/rerank":

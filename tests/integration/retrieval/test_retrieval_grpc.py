@@ -37,6 +37,7 @@ from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, SparseVect
 from ragmesh_retrieval.app import RetrievalApp
 from ragmesh_retrieval.domain.model import SearchLimits
 from ragmesh_retrieval.settings import RetrievalSettings
+from loopback_server import read_body
 
 MODEL_ID = "test/bag-of-words-64"
 DIMENSIONS = 64
@@ -60,12 +61,7 @@ def embed_text(text: str) -> list[float]:
 
 
 async def fake_tei(scope, receive, send) -> None:  # a minimal ASGI app speaking TEI's /info, /embed
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await read_body(receive)
     if scope["path"] == "/info":
         payload, status = {"model_id": MODEL_ID}, 200
     elif scope["path"] == "/embed":
