@@ -15,12 +15,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from ragmesh_bench.harness import RunningMesh, database_url, drop_database, psql
+from ragmesh_bench.harness import RunningMesh, mesh_on_scratch_database
 from ragmesh_bench.smoke import parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +35,7 @@ def main() -> int:
     import asyncpg  # noqa: F401 - fail early when the venv is incomplete
 
     from ragmesh_cli.gateway_client import stream_answer
-    from ragmesh_cli.mesh import Mesh, MeshPorts
+    from ragmesh_cli.mesh import MeshPorts
     from ragmesh_cli.mesh.commands import wait_ready
 
     parser = argparse.ArgumentParser()
@@ -48,16 +46,8 @@ def main() -> int:
     if args.smoke:
         return smoke_pass(args.question)
 
-    server = os.environ.get("RAGMESH_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
-    db = f"ragmesh_bench_{uuid.uuid4().hex[:8]}"
-    psql(server, f"CREATE DATABASE {db}")
-    state = Path(tempfile.mkdtemp(prefix="ragmesh-footprint-"))
-    mesh = Mesh(state_dir=state, ports=MeshPorts(args.port_base), extra_env={
-        "RAGMESH_POSTGRES_URL": database_url(server, db),
-        "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-    })
-    started = time.monotonic()
-    try:
+    with mesh_on_scratch_database(MeshPorts(args.port_base), prefix="ragmesh_footprint") as mesh:
+        started = time.monotonic()
         mesh.start(log=lambda m: None)
         processes_up = time.monotonic() - started
         done = subprocess.run([sys.executable, "-m", "ragmesh_cli.main", "index", "ci", "--corpus", args.corpus],
@@ -79,9 +69,6 @@ def main() -> int:
             "corpus": os.path.relpath(args.corpus, ROOT), "cpus": os.cpu_count(),
         }))
         return 0
-    finally:
-        mesh.stop()
-        drop_database(server, db)
 
 
 def smoke_pass(question: str) -> int:

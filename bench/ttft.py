@@ -26,19 +26,18 @@ both ways before timing, so the runtime's embedding cache is equally warm for bo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
 
-from ragmesh_bench.harness import RunningMesh, database_url, drop_database, psql
+from ragmesh_bench.harness import RunningMesh, mesh_on_scratch_database
 from ragmesh_bench.smoke import parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,36 +122,20 @@ def via_runtime(client: httpx.Client, runtime: str, messages: list[dict[str, str
     return marks
 
 
-def start_mesh(args):
-    from ragmesh_cli.mesh import Mesh, MeshPorts
+def start_mesh(args, stack: contextlib.ExitStack) -> tuple[str, str]:
+    from ragmesh_cli.mesh import MeshPorts
     from ragmesh_cli.mesh.commands import wait_ready
 
-    server = os.environ.get("RAGMESH_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
-    db = f"ragmesh_bench_{uuid.uuid4().hex[:8]}"
-    psql(server, f"CREATE DATABASE {db}")
-    state = Path(tempfile.mkdtemp(prefix="ragmesh-ttft-"))
-    mesh = Mesh(state_dir=state, ports=MeshPorts(args.port_base), extra_env={
-        "RAGMESH_POSTGRES_URL": database_url(server, db),
-        "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-        "RAGMESH_LOG_LEVEL": "WARNING",
-    })
-
-    def cleanup() -> None:
-        mesh.stop()
-        drop_database(server, db)
-
-    try:
-        mesh.start(log=lambda m: None)
-        index = [sys.executable, "-m", "ragmesh_cli.main", "index", "ci", "--corpus", args.corpus,
-                 "--library", "quokka", "--version", "1.0"]
-        done = subprocess.run(index, env=mesh.env(), capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"indexing failed: {done.stderr[-2000:]}")
-        wait_ready(mesh.gateway_url, timeout=60)
-    except BaseException:
-        cleanup()
-        raise
-    return mesh.gateway_url, f"http://127.0.0.1:{mesh.ports.port('runtime')}", cleanup
+    mesh = stack.enter_context(mesh_on_scratch_database(MeshPorts(args.port_base), prefix="ragmesh_ttft",
+                                                        extra_env={"RAGMESH_LOG_LEVEL": "WARNING"}))
+    mesh.start(log=lambda m: None)
+    index = [sys.executable, "-m", "ragmesh_cli.main", "index", "ci", "--corpus", args.corpus,
+             "--library", "quokka", "--version", "1.0"]
+    done = subprocess.run(index, env=mesh.env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"indexing failed: {done.stderr[-2000:]}")
+    wait_ready(mesh.gateway_url, timeout=60)
+    return mesh.gateway_url, f"http://127.0.0.1:{mesh.ports.port('runtime')}"
 
 
 def main() -> int:
@@ -170,10 +153,12 @@ def main() -> int:
         mesh = RunningMesh.from_env()
         args.gateway, args.runtime, args.start, args.runs = mesh.gateway_url, mesh.runtime_url, False, 2
 
-    cleanup = lambda: None  # noqa: E731
+    stack = contextlib.ExitStack()
     gateway, runtime = args.gateway.rstrip("/"), args.runtime.rstrip("/")
     if args.start:
-        gateway, runtime, cleanup = start_mesh(args)
+        with contextlib.ExitStack() as starting:  # a failed start stops what it started
+            gateway, runtime = start_mesh(args, starting)
+            stack = starting.pop_all()
     try:
         with httpx.Client(timeout=120) as client:
             prompts = {q: prompt_for(client, gateway, q, args.top_k) for q in QUESTIONS}
@@ -191,7 +176,7 @@ def main() -> int:
                     direct = via_runtime(client, runtime, prompts[q])
                 rows.append((gated, direct))
     finally:
-        cleanup()
+        stack.close()
 
     generation_path = [g["token"] - g["meta"] for g, _ in rows]
     print(json.dumps({

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The corpus the e2e session mesh indexes (tests/e2e/conftest.py), and its id there.
 SMOKE_CORPUS_FOLDER = ROOT / "tests" / "fixtures" / "e2e_corpus"
 SMOKE_CORPUS = "quokka@1.0"
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def free_port() -> int:
@@ -81,6 +82,30 @@ def scratch_database(server_url: str, *, prefix: str = "ragmesh_bench") -> Itera
 def drop_database(server_url: str, name: str) -> None:
     psql(server_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
     psql(server_url, f"DROP DATABASE IF EXISTS {name}")
+
+
+@contextmanager
+def mesh_on_scratch_database(ports, *, prefix: str, extra_env: dict[str, str] | None = None):
+    """A (not yet started) ``Mesh`` on ``ports`` with a fresh state folder and its own database on
+    the PostgreSQL server of RAGMESH_POSTGRES_URL (default the test server); stopped, the database
+    dropped and the folder removed afterwards."""
+    import shutil
+    import tempfile
+
+    from ragmesh_cli.mesh import Mesh
+
+    server = os.environ.get("RAGMESH_POSTGRES_URL") or DEFAULT_POSTGRES
+    with scratch_database(server, prefix=prefix) as database:
+        state = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+        mesh = Mesh(state_dir=state, ports=ports, extra_env={
+            "RAGMESH_POSTGRES_URL": database,
+            "RAGMESH_REDIS_URL": os.environ.get("RAGMESH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+            **(extra_env or {})})
+        try:
+            yield mesh
+        finally:
+            mesh.stop()
+            shutil.rmtree(state, ignore_errors=True)
 
 
 @dataclass(frozen=True)
