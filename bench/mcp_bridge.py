@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from mcp import Client, StdioServerParameters
 
-from ragmesh_bench.harness import free_port, wait_serving
+from ragmesh_bench.harness import RunningMesh, free_port, wait_serving
 from ragmesh_bench.smoke import parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +101,8 @@ def main() -> int:
     parser.add_argument("--url", default="", help="a running gateway (default: one over the gRPC test doubles)")
     args = parse_args(parser)
     calls = 2 if args.smoke else args.calls
+    if args.smoke:  # the running mesh's gateway: one process fewer to start
+        args.url = RunningMesh.from_env().gateway_url
     if args.url:
         asyncio.run(measure(args.url.rstrip("/"), calls))
     else:

@@ -86,8 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--corpus", default="", help="gateway: filters.corpus")
     p.add_argument("--dataset", type=Path, default=SCIFACT, help="the BEIR folder of documents and queries")
     args = smoke.parse_args(p, argv)
-    if args.smoke:  # both stores and gRPC over the e2e corpus, then the running mesh's gateway
+    if args.smoke:  # both stores over the e2e corpus, then the running mesh's gateway (gRPC: not in
+        # the smoke pass, it starts a retrieval process of its own)
         args.dataset, args.queries, args.warmup, args.concurrency = smoke.tiny_beir(), 8, 1, "1,2"
+        args.layers = "store"
         args.embed_url = RunningMesh.from_env().runtime_url
         args.cache_dir = smoke.scratch_folder() / "vectors"
     return args
