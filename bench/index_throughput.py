@@ -26,7 +26,6 @@ import gzip
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -146,27 +145,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def free_base(span: int = 20) -> int:
-    """A base port with ``span`` consecutive free ports after it."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + span >= 65000:
-            continue
-        ok = True
-        for port in range(base, base + span):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port range")
-
-
 async def drop_schema(url: str, schema: str) -> None:
     import asyncpg
 
@@ -205,7 +183,7 @@ def main() -> int:
     os.environ.update(extra)  # for embedding_texts(), which reads the indexer's settings
     if args.indexer_pythonpath:
         extra["PYTHONPATH"] = args.indexer_pythonpath
-    mesh = Mesh(state_dir=work / "state", ports=MeshPorts(free_base()), extra_env=extra)
+    mesh = Mesh(state_dir=work / "state", ports=MeshPorts.free_block(), extra_env=extra)
     try:
         for svc in ("runtime", "retrieval", "indexer"):
             mesh.start_one(svc)
