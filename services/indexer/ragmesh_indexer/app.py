@@ -64,8 +64,8 @@ async def serve(settings: IndexerSettings) -> None:
     checkpoint = checkpoint_from_env()
     registry = await PostgresIndexRegistry.open(settings.postgres_url, schema=settings.registry_schema)
     store = open_store(settings)
-    tei = TeiClient(settings.embed_url, timeout=180)
-    embedder = ChunkEmbedder(tei, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
+    runtimes = [TeiClient(url, timeout=180) for url in settings.embedding_runtimes]
+    embedder = ChunkEmbedder(runtimes, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
     manifests = FileManifestStore(settings.manifest_dir)
     roots = CorpusRootPolicy(settings.corpus_roots)
     builder = IndexBuilder(registry, store, embedder, build_options(settings), manifests=manifests,
@@ -94,7 +94,7 @@ async def serve(settings: IndexerSettings) -> None:
     async def close() -> None:
         ages.cancel()
         await asyncio.gather(ages, return_exceptions=True)
-        await tei.close()
+        await asyncio.gather(*(runtime.close() for runtime in runtimes))
         await store.close()
         await registry.close()
         shutdown_telemetry()
