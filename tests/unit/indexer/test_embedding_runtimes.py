@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import httpx
 import pytest
 
 from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_indexer.embedding import ChunkEmbedder
+from ragmesh_indexer.embedding import ChunkEmbedder, EmbeddingRuntimes
 from ragmesh_indexer.settings import IndexerSettings
 
 
@@ -122,3 +123,64 @@ def test_the_runtimes_come_from_embed_urls_else_embed_url(monkeypatch) -> None:
     assert IndexerSettings.from_env().embedding_runtimes == ["http://127.0.0.1:8091"]
     monkeypatch.setenv("RAGMESH_EMBED_URLS", "http://127.0.0.1:8091, http://127.0.0.1:8092")
     assert IndexerSettings.from_env().embedding_runtimes == ["http://127.0.0.1:8091", "http://127.0.0.1:8092"]
+
+
+class Replicas:
+    """Runtime replicas behind one name, as Compose's --scale or a headless Service publish them."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        self.addresses = addresses
+        self.by_address = {address: FakeRuntime(f"http://{address}:8091") for address in addresses}
+        self.hosts: set[str] = set()
+        self.lookups: list[tuple[str, int]] = []
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        self.lookups.append((host, port))
+        return list(self.addresses)
+
+    def transport(self) -> httpx.MockTransport:
+        async def handle(request: httpx.Request) -> httpx.Response:
+            self.hosts.add(request.headers["host"])
+            await asyncio.sleep(0.001)
+            return self.by_address[request.url.host].handler(request)
+
+        return httpx.MockTransport(handle)
+
+
+async def test_a_dns_runtime_is_every_address_its_name_has_at_each_build() -> None:
+    replicas = Replicas(["10.0.0.5", "10.0.0.6"])
+    runtimes = EmbeddingRuntimes(["dns+http://runtime:8091"], resolver=replicas.resolve,
+                                 transport=replicas.transport())
+    embedder = ChunkEmbedder(runtimes, batch=8)
+    assert await embedder.embed(TEXTS) == [vector_of(text) for text in TEXTS]
+    assert all(runtime.served > 0 for runtime in replicas.by_address.values())
+    assert replicas.hosts == {"runtime:8091"} and replicas.lookups == [("runtime", 8091)]
+    # Scaled to three: the next build uses the new replica; the clients of the others are kept.
+    replicas.addresses.append("10.0.0.7")
+    replicas.by_address["10.0.0.7"] = FakeRuntime("http://10.0.0.7:8091")
+    kept = await runtimes.current()
+    assert [client.base_url for client in kept] == [f"http://10.0.0.{n}:8091" for n in (5, 6, 7)]
+    await embedder.embed(TEXTS)
+    assert replicas.by_address["10.0.0.7"].served > 0
+    await runtimes.close()
+
+
+async def test_plain_urls_are_used_as_they_are() -> None:
+    async def no_lookup(host: str, port: int) -> list[str]:
+        raise AssertionError("a plain URL is never looked up")
+
+    runtimes = EmbeddingRuntimes(["http://127.0.0.1:8091/", "http://127.0.0.1:8092"], resolver=no_lookup)
+    assert [client.base_url for client in await runtimes.current()] == ["http://127.0.0.1:8091",
+                                                                         "http://127.0.0.1:8092"]
+    await runtimes.close()
+
+
+async def test_a_dns_name_that_does_not_resolve_is_a_clear_error() -> None:
+    async def unknown(host: str, port: int) -> list[str]:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    runtimes = EmbeddingRuntimes(["dns+http://runtime:8091"], resolver=unknown)
+    with pytest.raises(RagmeshError) as caught:
+        await ChunkEmbedder(runtimes).embed(TEXTS)
+    assert caught.value.code == ErrorCode.UNAVAILABLE
+    assert "runtime does not resolve" in caught.value.message
