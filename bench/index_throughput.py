@@ -12,7 +12,11 @@ machine the wall-clock figures swing with other load, so it also reports the CPU
 process used during the build and ``cpu_ratio``: chunks per CPU-second of runtime + retrieval +
 indexer during the build over the runtime's chunks per CPU-second when embedding alone.
 
-    .venv/bin/python bench/index_throughput.py [--docs 500] [--batch 32] [--concurrency 2]
+    .venv/bin/python bench/index_throughput.py [--docs 500] [--batch 32] [--concurrency 2] [--runtimes 2]
+
+``--runtimes N`` starts N runtime processes, each with cores/N inference threads, and gives the
+indexer all of them (RAGMESH_EMBED_URLS); the raw passes then feed all N at once too, so the ratio
+still compares the indexer with the same embedders on the same cores.
 
 Needs PostgreSQL (RAGMESH_POSTGRES_URL or RAGMESH_TEST_POSTGRES_URL, default 127.0.0.1:5432); the
 registry goes to a throwaway schema that is dropped afterwards.
@@ -74,22 +78,26 @@ def embedding_texts(folder: Path) -> list[str]:
     return [embedding_text(a, c) for a in articles for c in a.chunks]
 
 
-def raw_embed_rate(runtime: str, texts: list[str], batch: int, concurrency: int = 1) -> float:
-    """Chunks per second the runtime embeds when fed back to back, ``batch`` texts per request and
-    ``concurrency`` requests in flight (1: one after another, the plain client)."""
+def raw_embed_rate(runtimes: list[str], texts: list[str], batch: int, concurrency: int = 1) -> float:
+    """Chunks per second the runtimes embed when fed back to back, ``batch`` texts per request and
+    ``concurrency`` requests in flight to each (1: one after another, the plain client)."""
 
     async def run() -> float:
         starts = iter(range(0, len(texts), batch))
-        async with httpx.AsyncClient(base_url=runtime, timeout=600) as client:
-            async def worker() -> None:
-                for start in starts:
-                    resp = await client.post("/embed", json={"inputs": texts[start:start + batch],
-                                                             "normalize": True, "truncate": True})
-                    resp.raise_for_status()
+        clients = [httpx.AsyncClient(base_url=runtime, timeout=600) for runtime in runtimes]
 
+        async def worker(client: httpx.AsyncClient) -> None:
+            for start in starts:
+                resp = await client.post("/embed", json={"inputs": texts[start:start + batch],
+                                                         "normalize": True, "truncate": True})
+                resp.raise_for_status()
+
+        try:
             started = time.perf_counter()
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            await asyncio.gather(*(worker(client) for client in clients for _ in range(concurrency)))
             return len(texts) / (time.perf_counter() - started)
+        finally:
+            await asyncio.gather(*(client.aclose() for client in clients))
 
     return asyncio.run(run())
 
@@ -161,6 +169,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=32, help="texts per /embed request (indexer and raw)")
     parser.add_argument("--concurrency", type=int, default=None,
                         help="indexer embed requests in flight (default: the indexer's own default)")
+    parser.add_argument("--runtimes", type=int, default=1,
+                        help="runtime processes the indexer spreads its batches over (RAGMESH_EMBED_URLS)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs) afterwards")
     parser.add_argument("--indexer-pythonpath", default="",
                         help="run the indexer process from this folder instead (e.g. an older checkout's "
@@ -177,41 +187,61 @@ def main() -> int:
     # The runtime's vector cache would answer the second pass over the same texts from memory.
     extra = {"RAGMESH_POSTGRES_URL": pg, "RAGMESH_INDEXER_PG_SCHEMA": schema,
              "RAGMESH_INDEXER_EMBED_BATCH": str(args.batch), "RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE": "256",
-             "RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES": "0"}
+             "RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES": "0",
+             # The indexer reads only folders under its corpus roots (corpus_roots.py).
+             "RAGMESH_CORPUS_ROOTS": str(work)}
     if args.concurrency:
         extra["RAGMESH_INDEXER_EMBED_CONCURRENCY"] = str(args.concurrency)
+    runtimes_n = max(1, args.runtimes)
+    if runtimes_n > 1:
+        extra["RAGMESH_RUNTIME_INTRA_OP_THREADS"] = str(max(1, (os.cpu_count() or 1) // runtimes_n))
     os.environ.update(extra)  # for embedding_texts(), which reads the indexer's settings
     if args.indexer_pythonpath:
         extra["PYTHONPATH"] = args.indexer_pythonpath
+    # The extra runtimes are meshes of one process each, on ports of their own.
+    extras = [Mesh(state_dir=work / f"state-runtime-{n}", ports=MeshPorts.free_block(), extra_env=extra)
+              for n in range(1, runtimes_n)]
     mesh = Mesh(state_dir=work / "state", ports=MeshPorts.free_block(), extra_env=extra)
+    runtimes = [f"http://127.0.0.1:{m.ports.port('runtime')}" for m in (mesh, *extras)]
+    if runtimes_n > 1:
+        extra["RAGMESH_EMBED_URLS"] = ",".join(runtimes)
     try:
+        for other in extras:
+            other.start_one("runtime")
         for svc in ("runtime", "retrieval", "indexer"):
             mesh.start_one(svc)
             mesh.wait_ready(svc, timeout=180)
-        runtime = f"http://127.0.0.1:{mesh.ports.port('runtime')}"
+        for other in extras:
+            other.wait_ready("runtime", timeout=180)
         texts = embedding_texts(corpus)
         in_flight = args.concurrency or IndexerSettings.from_env().embed_concurrency
         pids = {svc: mesh.processes[svc].pid for svc in ("runtime", "retrieval", "indexer")}
-        raw_embed_rate(runtime, texts[: args.batch * 2], args.batch)  # warm-up: first ONNX runs are slow
+        runtime_pids = [pids["runtime"], *(other.processes["runtime"].pid for other in extras)]
+        # warm-up: first ONNX runs are slow
+        raw_embed_rate(runtimes, texts[: args.batch * 2 * runtimes_n], args.batch)
         # Raw passes around the build, so that a change in machine load hits both sides alike.
-        raw_cpu = cpu_seconds(pids["runtime"])
-        sequential = [raw_embed_rate(runtime, texts, args.batch)]
-        raw_cpu = cpu_seconds(pids["runtime"]) - raw_cpu
-        concurrent = [raw_embed_rate(runtime, texts, args.batch, in_flight)]
+        raw_cpu = sum(cpu_seconds(pid) for pid in runtime_pids)
+        sequential = [raw_embed_rate(runtimes, texts, args.batch)]
+        raw_cpu = sum(cpu_seconds(pid) for pid in runtime_pids) - raw_cpu
+        concurrent = [raw_embed_rate(runtimes, texts, args.batch, in_flight)]
         cpu_before = {svc: cpu_seconds(pid) for svc, pid in pids.items()}
+        extra_cpu_before = sum(cpu_seconds(pid) for pid in runtime_pids[1:])
         seconds, reply = asyncio.run(timed_build(f"127.0.0.1:{mesh.ports.port('indexer')}", corpus))
         # Where the CPU went during the build: the indexer and retrieval compete with the runtime
         # for the same cores, so their share bounds the ratio on a small machine.
         build_cpu = {svc: round(cpu_seconds(pid) - cpu_before[svc], 2) for svc, pid in pids.items()}
-        concurrent.append(raw_embed_rate(runtime, texts, args.batch, in_flight))
-        sequential.append(raw_embed_rate(runtime, texts, args.batch))
+        if extras:
+            build_cpu["other_runtimes"] = round(sum(cpu_seconds(pid) for pid in runtime_pids[1:])
+                                                - extra_cpu_before, 2)
+        concurrent.append(raw_embed_rate(runtimes, texts, args.batch, in_flight))
+        sequential.append(raw_embed_rate(runtimes, texts, args.batch))
         if reply.chunks != len(texts):
             print(f"warning: indexer built {reply.chunks} chunks, the bench computed {len(texts)}", file=sys.stderr)
         raw, raw_concurrent = sum(sequential) / 2, sum(concurrent) / 2
         chunks_per_s = reply.chunks / seconds
         print(json.dumps({
             "bench": "index_throughput", "docs": docs, "chunks": reply.chunks, "embedded": reply.embedded,
-            "batch": args.batch, "in_flight": in_flight, "build_seconds": round(seconds, 2),
+            "runtimes": runtimes_n, "batch": args.batch, "in_flight": in_flight, "build_seconds": round(seconds, 2),
             "docs_per_s": round(docs / seconds, 2), "chunks_per_s": round(chunks_per_s, 2),
             "raw_embed_chunks_per_s": round(raw, 2), "raw_embed_runs": [round(r, 2) for r in sequential],
             "raw_concurrent_chunks_per_s": round(raw_concurrent, 2),
@@ -228,6 +258,8 @@ def main() -> int:
         return 0
     finally:
         mesh.stop()
+        for other in extras:
+            other.stop()
         asyncio.run(drop_schema(pg, schema))
         if args.keep:
             print(f"kept {work}", file=sys.stderr)

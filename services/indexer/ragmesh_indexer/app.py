@@ -7,7 +7,6 @@ import logging
 from datetime import timedelta
 
 from ragmesh.v1 import indexer_pb2_grpc
-from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.rpc.server import GrpcServer
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 from ragmesh_common.vectorstore.port import VectorStorePort
@@ -16,7 +15,7 @@ from ragmesh_indexer.build import BuildOptions, IndexBuilder
 from ragmesh_indexer.checkpoints import checkpoint_from_env
 from ragmesh_indexer.corpus_roots import CorpusRootPolicy
 from ragmesh_indexer.domain import ChunkingConfig
-from ragmesh_indexer.embedding import ChunkEmbedder
+from ragmesh_indexer.embedding import ChunkEmbedder, EmbeddingRuntimes
 from ragmesh_indexer.inspection import CorpusInspector
 from ragmesh_indexer.manifests import FileManifestStore
 from ragmesh_indexer.progress import BuildTracker
@@ -64,8 +63,8 @@ async def serve(settings: IndexerSettings) -> None:
     checkpoint = checkpoint_from_env()
     registry = await PostgresIndexRegistry.open(settings.postgres_url, schema=settings.registry_schema)
     store = open_store(settings)
-    tei = TeiClient(settings.embed_url, timeout=180)
-    embedder = ChunkEmbedder(tei, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
+    runtimes = EmbeddingRuntimes(settings.embedding_runtimes, timeout=180)
+    embedder = ChunkEmbedder(runtimes, batch=settings.embed_batch, concurrency=settings.embed_concurrency)
     manifests = FileManifestStore(settings.manifest_dir)
     roots = CorpusRootPolicy(settings.corpus_roots)
     builder = IndexBuilder(registry, store, embedder, build_options(settings), manifests=manifests,
@@ -94,7 +93,7 @@ async def serve(settings: IndexerSettings) -> None:
     async def close() -> None:
         ages.cancel()
         await asyncio.gather(ages, return_exceptions=True)
-        await tei.close()
+        await runtimes.close()
         await store.close()
         await registry.close()
         shutdown_telemetry()

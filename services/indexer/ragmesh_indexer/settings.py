@@ -32,6 +32,13 @@ class IndexerSettings(msgspec.Struct, frozen=True):
     manifest_dir: str
     # Folders builds may read (corpus_roots.py); empty: the roots of registered corpora.
     corpus_roots: list[str] = []
+    # Every embedding runtime a build spreads its batches over (RAGMESH_EMBED_URLS, comma-separated);
+    # empty: embed_url alone.
+    embed_urls: list[str] = []
+
+    @property
+    def embedding_runtimes(self) -> list[str]:
+        return self.embed_urls or [self.embed_url]
 
     @classmethod
     def from_env(cls, port: int | None = None) -> "IndexerSettings":
@@ -47,6 +54,7 @@ class IndexerSettings(msgspec.Struct, frozen=True):
             qdrant_url=env_str("RAGMESH_QDRANT_URL", ""),
             retrieval_addr=addr("retrieval"),
             embed_url=env_str("RAGMESH_EMBED_URL", "http://127.0.0.1:8091"),
+            embed_urls=env_list("RAGMESH_EMBED_URLS"),
             embed_batch=env_int("RAGMESH_INDEXER_EMBED_BATCH", 32),
             embed_concurrency=env_int("RAGMESH_INDEXER_EMBED_CONCURRENCY", 2),
             upsert_batch=env_int("RAGMESH_INDEXER_UPSERT_BATCH", 256),

@@ -88,3 +88,18 @@ def test_plain_lines_only_on_a_new_stage_or_after_a_while() -> None:
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and "scan" in lines[0] and "embed" in lines[1]
     assert view.render("scan", 3, 0, 1.0).startswith("lib@1 scan   3")  # total unknown: a count
+
+
+def test_the_embed_stage_shows_its_rate_and_the_time_left() -> None:
+    stream = io.StringIO()
+    view = ProgressView(stream, label="lib@1", tty=True)
+    start = view.started
+    view.show("scan", 10, 10, now=start + 1)
+    view.show("embed", 0, 300, now=start + 2)
+    view.show("embed", 20, 300, now=start + 2.5)  # under a second in the stage: no rate yet
+    assert "chunks/s" not in stream.getvalue()
+    view.show("embed", 100, 300, now=start + 6)  # 100 chunks in the 4 s since embedding began
+    last = stream.getvalue().rsplit("\r\033[K", 1)[-1]
+    assert last.endswith(" 25.0 chunks/s ETA 8s") and "100/300" in last
+    view.show("upsert", 100, 300, now=start + 7)
+    assert "chunks/s" not in stream.getvalue().rsplit("\r\033[K", 1)[-1]
