@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragmesh_gateway.corpora.ports import CorpusInfo, IndexStats
+from ragmesh_gateway.catalog import CorpusInfo, IndexStats
 from ragmesh_gateway.corpora.schemas import CorporaResponse, CorpusView, StatsResponse
 
 

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from litestar import Controller, MediaType, Response, get
-from litestar.di import Provide
 from litestar.openapi import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ragmesh_gateway.health import metrics as health_metrics
 from ragmesh_gateway.health.schemas import LiveResponse, ReadyResponse
 from ragmesh_gateway.health.service import ReadinessService
-from ragmesh_gateway.web.dependencies import provide_readiness
 
 
 class HealthController(Controller):
     tags = ["operations"]
-    dependencies = {"readiness": Provide(provide_readiness, sync_to_thread=False)}
 
     @get("/health/live", summary="The process is up (no downstream checks)")
     async def live(self) -> LiveResponse:

@@ -8,7 +8,7 @@ from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.search.models import RerankCandidate, RerankedIndex
 from ragmesh_gateway.search.ports import Reranker
-from ragmesh_gateway.upstream.channels import Channels
+from ragmesh_gateway.clients.channels import Channels
 
 PEER = "rerank"
 
