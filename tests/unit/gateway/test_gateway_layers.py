@@ -2,6 +2,10 @@
 
 Only the edge (controllers, web/, mcp/) knows Litestar and the MCP SDK, only clients/ knows gRPC
 and protobuf, and only the composition root and adapters know Redis and PostgreSQL drivers.
+
+The import contracts "Gateway services and ports import no framework or client library" and
+"Gateway controllers do not talk gRPC" in pyproject.toml are the source of truth; this reads the same
+rule file by file, so that a failure names the file.
 """
 
 from __future__ import annotations
