@@ -30,15 +30,9 @@ class HealthController(Controller):
     async def ready(self, readiness: ReadinessService) -> Response[ReadyResponse]:
         result = await readiness.check()
         health_metrics.publish(result)
-        body = ReadyResponse(
-            status=result.status,
-            checks=result.checks,
-            models=result.models,
-            degraded=result.degraded,
-            active_corpora=result.active_corpora,
-            keyword_only=result.keyword_only,
-            reason=result.reason or None,
-        )
+        # The response's fields by name from the readiness result; no reason is null, not "".
+        shown = {name: getattr(result, name) for name in ReadyResponse.__struct_fields__ if name != "reason"}
+        body = ReadyResponse(**shown, reason=result.reason or None)
         return Response(body, status_code=200 if result.ready else 503)
 
     @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=False)
