@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-
 from typing import Any
 
 from litestar.datastructures import State
@@ -25,18 +24,17 @@ from ragmesh_common import metrics
 from ragmesh_common.settings import MissingSetting
 
 from ragmesh_gateway.access.ports import AuthDisabled, Authenticator, NoRateLimit, RateLimiter
-from ragmesh_gateway.chat.ports import AnswerGenerator
-from ragmesh_gateway.sessions.ports import (
-    NoSessionMemory,
-    QuestionCondenser,
-    SessionMemory,
-    StandaloneQuestions,
-)
-from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.catalog import CorpusCatalog, CorpusDirectory, DiscoveredCorpusDirectory
+from ragmesh_gateway.chat.controllers import ChatController
+from ragmesh_gateway.chat.ports import AnswerGenerator
+from ragmesh_gateway.chat.service import ChatService
+from ragmesh_gateway.chat.widget_files import widget_router
+from ragmesh_gateway.corpora.controllers import CorporaController
 from ragmesh_gateway.corpora.service import CorpusService
+from ragmesh_gateway.feedback.controllers import FeedbackController
 from ragmesh_gateway.feedback.ports import FeedbackSink, NoFeedbackStorage
 from ragmesh_gateway.feedback.service import FeedbackService
+from ragmesh_gateway.files.controllers import FilesController
 from ragmesh_gateway.files.ports import (
     ConfiguredCorpusRoots,
     CorpusRoots,
@@ -45,25 +43,14 @@ from ragmesh_gateway.files.ports import (
     NothingIndexed,
 )
 from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
-from ragmesh_gateway.health.service import ReadinessService
-from ragmesh_gateway.index_admin.ports import IndexAdmin
-from ragmesh_gateway.index_admin.service import IndexAdminService
-from ragmesh_gateway.openai_chat.service import OpenAiChatService
-from ragmesh_gateway.search.ports import Reranker, SearchBackend
-from ragmesh_gateway.search.service import SearchService, TextGuard
-from ragmesh_gateway.security.injection_guard import InjectionGuard
-from ragmesh_gateway.security.metrics import count_injection_findings
-from ragmesh_gateway.sessions.condense import RuleCondenser
-from ragmesh_gateway.chat.controllers import ChatController
-from ragmesh_gateway.chat.widget_files import widget_router
-from ragmesh_gateway.corpora.controllers import CorporaController
-from ragmesh_gateway.feedback.controllers import FeedbackController
-from ragmesh_gateway.files.controllers import FilesController
 from ragmesh_gateway.files.view_controller import SourceViewController
 from ragmesh_gateway.health.controllers import HealthController
+from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
+from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.home.controllers import root
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
+from ragmesh_gateway.index_admin.ports import IndexAdmin
+from ragmesh_gateway.index_admin.service import IndexAdminService
 from ragmesh_gateway.mcp.jsonrpc import refusal_body
 from ragmesh_gateway.mcp.mount import McpMount
 from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
@@ -72,7 +59,19 @@ from ragmesh_gateway.openai_chat.contract import declare_refusals
 from ragmesh_gateway.openai_chat.controllers import API_PREFIX as OPENAI_PREFIX
 from ragmesh_gateway.openai_chat.controllers import OpenAiController
 from ragmesh_gateway.openai_chat.presenters import error_body as openai_error_body
+from ragmesh_gateway.openai_chat.service import OpenAiChatService
 from ragmesh_gateway.search.controllers import SearchController
+from ragmesh_gateway.search.ports import Reranker, SearchBackend
+from ragmesh_gateway.search.service import SearchService, TextGuard
+from ragmesh_gateway.security.injection_guard import InjectionGuard
+from ragmesh_gateway.security.metrics import count_injection_findings
+from ragmesh_gateway.sessions.condense import RuleCondenser
+from ragmesh_gateway.sessions.ports import (
+    NoSessionMemory,
+    QuestionCondenser,
+    SessionMemory,
+    StandaloneQuestions,
+)
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.allowed_hosts import RefusalBody
 from ragmesh_gateway.web.dependencies import EDGE_GATE, EdgeGate

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_gateway.access.ports import Authenticator, Caller, RequestInfo
+from ragmesh_gateway.catalog import ConfiguredCorpusDirectory, CorpusCatalog, CorpusInfo, IndexStats
 from ragmesh_gateway.chat.ports import (
     AnswerGenerator,
     GeneratedSources,
@@ -18,8 +19,6 @@ from ragmesh_gateway.chat.ports import (
     GenerationEvent,
     GenerationRequest,
 )
-from ragmesh_gateway.sessions.ports import SessionMemory, Turn, unknown_session
-from ragmesh_gateway.catalog import ConfiguredCorpusDirectory, CorpusCatalog, CorpusInfo, IndexStats
 from ragmesh_gateway.composition import GatewayDeps
 from ragmesh_gateway.files.ports import ConfiguredCorpusRoots
 from ragmesh_gateway.health.ports import DependencyProbe
@@ -42,6 +41,7 @@ from ragmesh_gateway.search.models import (
     ScoredChunk,
 )
 from ragmesh_gateway.search.ports import Reranker, SearchBackend
+from ragmesh_gateway.sessions.ports import SessionMemory, Turn, unknown_session
 
 SERVED = frozenset({"docs@1", "secret@1"})
 # What AuthDisabled hands out: the local operator, every scope, every served corpus.

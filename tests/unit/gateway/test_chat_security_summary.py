@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gateway_fakes import make_chunk
+from ragmesh_gateway.chat.ports import AnswerSources
 from ragmesh_gateway.chat.presenters import event_payload
 from ragmesh_gateway.chat.service import ChatSession
-from ragmesh_gateway.chat.ports import AnswerSources
 from ragmesh_gateway.search.service import GuardedChunk, GuardReport, RankedSource
 from ragmesh_gateway.security.findings import Finding, GuardResult, FindingsSummary, Severity
 

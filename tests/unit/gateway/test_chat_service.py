@@ -18,12 +18,12 @@ from gateway_fakes import (
     default_script,
 )
 from ragmesh_gateway.chat.ports import GeneratedSources, GenerationEnd
-from ragmesh_gateway.sessions.ports import NoSessionMemory
-from ragmesh_gateway.chat.service import REFUSAL_TEXT, ChatParams, ChatService
 from ragmesh_gateway.chat.ports import AnswerDone, AnswerFailed, AnswerSources, AnswerToken
+from ragmesh_gateway.chat.service import REFUSAL_TEXT, ChatParams, ChatService
 from ragmesh_gateway.search.models import RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.service import SearchService
 from ragmesh_gateway.security.injection_guard import InjectionGuard
+from ragmesh_gateway.sessions.ports import NoSessionMemory
 
 
 def chat(generator: ScriptedGenerator, memory=None, backend=None, degraded=None) -> ChatService:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.catalog import CorpusDirectory
 from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.catalog import CorpusDirectory
 
 
 class RouteClass(enum.StrEnum):

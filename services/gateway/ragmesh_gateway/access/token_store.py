@@ -14,7 +14,6 @@ import asyncpg
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.store.database import database_errors
 from ragmesh_gateway.access.tokens import (
     Principal,
     Scope,
@@ -26,6 +25,7 @@ from ragmesh_gateway.access.tokens import (
     split_bearer,
     unauthenticated,
 )
+from ragmesh_gateway.store.database import database_errors
 
 
 class TokenStore:

@@ -9,6 +9,7 @@ from litestar.response import ServerSentEvent
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.chat.presenters import answer_response, chat_params
 from ragmesh_gateway.chat.schemas import (
     AnswerResponse,
@@ -21,7 +22,6 @@ from ragmesh_gateway.chat.schemas import (
 )
 from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.chat.sse import sse_messages
-from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.errors import error_responses
 

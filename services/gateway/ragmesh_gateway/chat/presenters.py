@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ragmesh_gateway.chat.ports import AnswerDone, AnswerEvent, AnswerFailed, AnswerSources, AnswerToken
 from ragmesh_gateway.chat.schemas import (
     AnswerResponse,
     ChatDone,
@@ -14,9 +15,8 @@ from ragmesh_gateway.chat.schemas import (
     ChatToken,
 )
 from ragmesh_gateway.chat.service import ChatParams, ChatSession, CollectedAnswer
-from ragmesh_gateway.chat.ports import AnswerDone, AnswerEvent, AnswerFailed, AnswerSources, AnswerToken
-from ragmesh_gateway.search.schemas import SecuritySummary
 from ragmesh_gateway.search.presenters import filters_from, search_hit, security_summary, single_version
+from ragmesh_gateway.search.schemas import SecuritySummary
 from ragmesh_gateway.search.service import GuardReport, RankedSource
 
 

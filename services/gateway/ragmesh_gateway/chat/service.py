@@ -41,9 +41,9 @@ from ragmesh_gateway.chat.ports import (
     GenerationRequest,
     SourceRef,
 )
-from ragmesh_gateway.sessions.ports import QuestionCondenser, SessionMemory, StandaloneQuestions, Turn
 from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.service import RankedSource, SearchOutcome, SearchParams, SearchService
+from ragmesh_gateway.sessions.ports import QuestionCondenser, SessionMemory, StandaloneQuestions, Turn
 
 log = logging.getLogger("ragmesh.gateway.chat")
 

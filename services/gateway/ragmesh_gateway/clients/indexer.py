@@ -5,6 +5,8 @@ from __future__ import annotations
 from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
 from ragmesh_common.rpc.client import unary
 
+from ragmesh_gateway.clients.channels import Channels
+from ragmesh_gateway.clients.convert import message_from, record_from
 from ragmesh_gateway.index_admin.ports import (
     BuildProgress,
     BuildResult,
@@ -17,8 +19,6 @@ from ragmesh_gateway.index_admin.ports import (
     RemoveResult,
     VersionInfo,
 )
-from ragmesh_gateway.clients.channels import Channels
-from ragmesh_gateway.clients.convert import message_from, record_from
 
 PEER = "indexer"
 

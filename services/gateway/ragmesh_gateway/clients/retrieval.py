@@ -6,11 +6,11 @@ from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 from ragmesh_common.rpc.client import unary
 
 from ragmesh_gateway.catalog import AllCorporaLister, CorpusCatalog, CorpusInfo, IndexStats
+from ragmesh_gateway.clients.channels import Channels
+from ragmesh_gateway.clients.convert import chunk_from_pb, filters_to_pb, message_from, record_from, scored_from_pb
 from ragmesh_gateway.files.ports import IndexedSources
 from ragmesh_gateway.search.models import ChunkBatch, RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.ports import SearchBackend
-from ragmesh_gateway.clients.channels import Channels
-from ragmesh_gateway.clients.convert import chunk_from_pb, filters_to_pb, message_from, record_from, scored_from_pb
 
 PEER = "retrieval"
 

@@ -7,10 +7,10 @@ from litestar import Controller, get
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.corpora.presenters import corpora_response, stats_response
 from ragmesh_gateway.corpora.schemas import CorporaResponse, StatsResponse
 from ragmesh_gateway.corpora.service import CorpusService
-from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"

@@ -7,9 +7,9 @@ from litestar import Controller, post
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.feedback.schemas import FeedbackRequest, FeedbackResponse
 from ragmesh_gateway.feedback.service import FeedbackService
-from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"

@@ -10,8 +10,8 @@ from litestar.params import Parameter
 from litestar.response import File
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
-from ragmesh_gateway.files.service import FileService
 from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.files.service import FileService
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"

@@ -17,10 +17,10 @@ from litestar.params import Parameter
 from litestar.response import Redirect
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.citations import API
 from ragmesh_gateway.files.service import FileService
 from ragmesh_gateway.files.source_view import LINES_PATTERN, parse_lines, render_source_view
-from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.web.errors import error_responses
 
 _TEXT_TYPES = ("text/", "application/json", "application/toml", "application/yaml", "application/x-ipynb+json")

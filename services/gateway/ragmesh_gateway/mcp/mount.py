@@ -26,11 +26,11 @@ from mcp_types import INVALID_REQUEST
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_gateway.access.ports import RequestInfo, RouteClass
-from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.mcp.jsonrpc import EnvelopeError, check_message, error_body, message_id_of, refusal_body
 from ragmesh_gateway.mcp.protected_resource import metadata_url
 from ragmesh_gateway.mcp.refusals import coded_refusals
 from ragmesh_gateway.mcp.server import MCP_CALLER, RagmeshMcp
+from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.dependencies import admit
 from ragmesh_gateway.web.errors import send_error

@@ -22,9 +22,9 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RequestInfo
-from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.mcp.jsonrpc import as_mcp_error
 from ragmesh_gateway.mcp.resources import BadResourceUri, CorpusFiles
+from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.mcp.struct_tools import StructTool
 from ragmesh_gateway.mcp.tools import INSTRUCTIONS, build_tools
 from ragmesh_gateway.web.request_context import REQUEST_ID_HEADER, accept_request_id

@@ -13,6 +13,8 @@ from litestar.response import ServerSentEvent
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.openai_chat.presenters import chunks, completion
 from ragmesh_gateway.openai_chat.schemas import (
     ChatCompletion,
@@ -22,9 +24,7 @@ from ragmesh_gateway.openai_chat.schemas import (
     ModelList,
     OpenAiError,
 )
-from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.openai_chat.service import OpenAiChatService, model_not_found
-from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.settings import GatewaySettings
 
 COMPLETIONS_DESCRIPTION = """OpenAI's Chat Completions API over ragmesh's grounded chat. The answer to the last

@@ -7,10 +7,10 @@ from litestar import Controller, post
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.search.presenters import batch_get_response, search_params, search_response
 from ragmesh_gateway.search.schemas import BatchGetRequest, BatchGetResponse, SearchRequest, SearchResponse
 from ragmesh_gateway.search.service import SearchService
-from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
