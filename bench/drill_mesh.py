@@ -190,8 +190,8 @@ class DrillMesh:
 
     def create_token(self, client: str, scopes: list[str]) -> str:
         from ragmesh_common.pg import create_pool
-        from ragmesh_gateway.security.database import GATEWAY_SCHEMA, migrate
-        from ragmesh_gateway.security.token_store import TokenStore
+        from ragmesh_gateway.store.database import GATEWAY_SCHEMA, migrate
+        from ragmesh_gateway.access.token_store import TokenStore
 
         async def create() -> str:
             pool = await create_pool(self.postgres_url, schema=GATEWAY_SCHEMA)

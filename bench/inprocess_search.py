@@ -10,7 +10,7 @@ Part of bench/mesh_overhead.py; see there. ``InProcessPipeline`` holds the gatew
   still asks the model runtime over HTTP, as the rerank process does.
 
 Domain objects are converted as the gateway's upstream adapters convert protobuf
-(ragmesh_gateway/upstream/convert.py, retrieval.py, rerank.py).
+(ragmesh_gateway/clients/convert.py, retrieval.py, rerank.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import numpy as np
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import embedding_text
 
-from ragmesh_gateway.access import Caller
-from ragmesh_gateway.deps import count_degraded
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.composition import count_degraded
 from ragmesh_gateway.search.models import (
     Chunk,
     ChunkBatch,

@@ -10,7 +10,7 @@ import pytest
 
 from ragmesh_cli import main as cli
 from ragmesh_cli import output
-from ragmesh_gateway.deps import GatewayServices, build_deps
+from ragmesh_gateway.composition import GatewayServices, build_deps
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.mcp.tools import INSTRUCTIONS, SKILL_PATH
 from ragmesh_gateway.search.schemas import SearchHit

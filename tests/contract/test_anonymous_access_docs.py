@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmesh_gateway.access_adapters import ANONYMOUS_SCOPES
+from ragmesh_gateway.access.adapters import ANONYMOUS_SCOPES
 
 ROOT = Path(__file__).resolve().parents[2]
 # The words that name what a scope allows, as the deployment's prose says it.

@@ -205,8 +205,8 @@ def test_each_service_loads_its_settings_from_the_compose_environment(
 
 def test_the_gateway_assembles_with_the_compose_environment(compose_env) -> None:
     from ragmesh_gateway.app import create_app
-    from ragmesh_gateway.security.client_address import parse_networks
-    from ragmesh_gateway.security.ratelimit import parse_limits
+    from ragmesh_gateway.access.client_address import parse_networks
+    from ragmesh_gateway.access.ratelimit import parse_limits
     from ragmesh_gateway.settings import GatewaySettings
 
     compose_env("gateway")

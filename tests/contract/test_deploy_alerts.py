@@ -27,6 +27,8 @@ METRIC_MODULES = (
     "ragmesh_retrieval.metrics",
     "ragmesh_generation.metrics",
     "ragmesh_gateway.security.metrics",
+    "ragmesh_gateway.access.metrics",
+    "ragmesh_gateway.feedback.metrics",
     "ragmesh_gateway.health.metrics",
     "ragmesh_indexer.metrics",
     "ragmesh_cli.mesh.supervisor",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.deps import GatewayServices, build_deps
+from ragmesh_gateway.composition import GatewayServices, build_deps
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.mcp.struct_tools import struct_schema
 from ragmesh_gateway.settings import GatewaySettings
@@ -121,8 +121,8 @@ def test_the_stdio_bridge_ships_exactly_what_the_gateway_publishes() -> None:
     """`ragmesh mcp` lists tools from libs/ragmesh_cli/mcp_catalog.json until the gateway is up."""
     from pathlib import Path
 
-    from ragmesh_gateway.mcp.catalog import render
+    from ragmesh_gateway.mcp_catalog import render
 
     shipped = Path(__file__).resolve().parents[2] / "libs" / "ragmesh_cli" / "mcp_catalog.json"
     assert shipped.read_text(encoding="utf-8") == render(), (
-        "stale: run `.venv/bin/python -m ragmesh_gateway.mcp.catalog > libs/ragmesh_cli/mcp_catalog.json`")
+        "stale: run `.venv/bin/python -m ragmesh_gateway.mcp_catalog > libs/ragmesh_cli/mcp_catalog.json`")

@@ -142,8 +142,8 @@ def _create_token(database_url: str) -> str:
     import asyncio
 
     from ragmesh_common.pg import create_pool
-    from ragmesh_gateway.security.database import GATEWAY_SCHEMA
-    from ragmesh_gateway.security.token_store import TokenStore
+    from ragmesh_gateway.store.database import GATEWAY_SCHEMA
+    from ragmesh_gateway.access.token_store import TokenStore
 
     async def create() -> str:
         pool = await create_pool(database_url, schema=GATEWAY_SCHEMA)

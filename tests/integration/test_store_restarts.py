@@ -124,9 +124,9 @@ async def test_the_indexer_status_with_postgres_down_is_unavailable(private_stat
 
 async def test_gateway_redis_clients_survive_a_redis_restart(private_state: Path, private_redis: str) -> None:
     """Sessions and rate limits through the gateway's own composition root (build_deps)."""
-    from ragmesh_gateway.access import RequestInfo, RouteClass
-    from ragmesh_gateway.chat.ports import Turn
-    from ragmesh_gateway.deps import build_deps
+    from ragmesh_gateway.access.ports import RequestInfo, RouteClass
+    from ragmesh_gateway.sessions.ports import Turn
+    from ragmesh_gateway.composition import build_deps
     from ragmesh_gateway.settings import GatewaySettings
 
     deps = build_deps(GatewaySettings(redis_url=private_redis, rate_limits="*=100/100",

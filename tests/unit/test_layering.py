@@ -1,7 +1,9 @@
 """Layering is one-way: services -> libs -> generated protobuf.
 
 No service imports another service; nothing in libs imports a service; the CLI starts services as
-processes instead of importing them.
+processes instead of importing them. The [tool.importlinter] contracts in pyproject.toml are the
+source of truth (tests/unit/test_import_contracts.py runs them); this reader also sees what
+import-linter does not: a module named in ``importlib.import_module("...")``.
 """
 
 from __future__ import annotations

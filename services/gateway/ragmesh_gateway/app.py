@@ -1,4 +1,8 @@
-"""Composition root: ``create_app(settings, deps)`` assembles the gateway from its ports."""
+"""``create_app(settings, deps)``: the Litestar app around what the composition root builds.
+
+Middleware, OpenAPI, CORS, telemetry and the lifespan live here; which routes and services exist is
+``ragmesh_gateway.composition``'s to say.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any
 
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
-from litestar.datastructures import State
 from litestar.di import Provide
 from litestar._openapi.plugin import OpenAPIPlugin
 from litestar.openapi import OpenAPIConfig
@@ -18,29 +21,21 @@ from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlu
 
 from ragmesh_common.telemetry import http_server_span_details
 
-from ragmesh_gateway.chat.controllers import ChatController
-from ragmesh_gateway.chat.widget_files import widget_router
-from ragmesh_gateway.corpora.controllers import CorporaController
-from ragmesh_gateway.deps import STATE_KEY, GatewayDeps, GatewayServices, build_deps
-from ragmesh_gateway.feedback.controllers import FeedbackController
-from ragmesh_gateway.files.controllers import FilesController
-from ragmesh_gateway.files.view_controller import SourceViewController
-from ragmesh_gateway.health.controllers import HealthController
-from ragmesh_gateway.home.controllers import root
-from ragmesh_gateway.index_admin.controllers import IndexAdminController
-from ragmesh_gateway.mcp.mount import McpMount
-from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
-from ragmesh_gateway.openai_chat.controllers import API_PREFIX as OPENAI_PREFIX
-from ragmesh_gateway.openai_chat.controllers import OpenAiController
-from ragmesh_gateway.openai_chat.presenters import error_body as openai_error_body
-from ragmesh_gateway.mcp.server import build_mcp_server
-from ragmesh_gateway.openai_chat.contract import declare_refusals
-from ragmesh_gateway.search.controllers import SearchController
+from ragmesh_gateway.composition import (
+    PROTOCOL_ERROR_BODIES,
+    REFUSAL_BODIES,
+    GatewayDeps,
+    GatewayServices,
+    build_deps,
+    complete_openapi,
+    mcp_mount,
+    route_handlers,
+)
 from ragmesh_gateway.settings import GatewaySettings, get_settings
 from ragmesh_gateway.web.allowed_hosts import AllowedHosts
 from ragmesh_gateway.web.dependencies import edge_checks, provide_caller
 from ragmesh_gateway.web.errors import error_responder
-from ragmesh_gateway.web.openapi_contract import RequestContractPlugin, complete_document
+from ragmesh_gateway.web.openapi_contract import RequestContractPlugin
 from ragmesh_gateway.web.request_context import RequestContextMiddleware, note_span
 
 log = logging.getLogger("ragmesh.gateway")
@@ -97,7 +92,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
     settings = settings or get_settings()
     deps = deps or build_deps(settings)
     services = GatewayServices.build(settings, deps)
-    mcp = McpMount(build_mcp_server(services), settings, services)
+    mcp = mcp_mount(settings, services)
 
     @asynccontextmanager
     async def run_deps(_: Litestar) -> AsyncIterator[None]:
@@ -111,27 +106,13 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
             await deps.close()
 
     app = Litestar(
-        route_handlers=[
-            SearchController,
-            ChatController,
-            OpenAiController,
-            FeedbackController,
-            widget_router(),
-            CorporaController,
-            FilesController,
-            SourceViewController,
-            IndexAdminController,
-            HealthController,
-            ProtectedResourceController,
-            root,
-            mcp.route_handler(),
-        ],
-        dependencies={"caller": Provide(provide_caller)},
+        route_handlers=route_handlers(services, mcp),
+        dependencies={"caller": Provide(provide_caller), **services.dependencies()},
         before_request=edge_checks,
-        exception_handlers={Exception: error_responder({f"{OPENAI_PREFIX}/": openai_error_body})},
+        exception_handlers={Exception: error_responder(PROTOCOL_ERROR_BODIES)},
         request_max_body_size=settings.max_body_bytes,
         cors_config=cors_config(settings),
-        state=State({STATE_KEY: services}),
+        state=services.state(),
         lifespan=[run_deps, mcp.lifespan],
         openapi_config=openapi_config(),
         plugins=[
@@ -149,9 +130,8 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
     )
     # Outermost, so that routing failures (404/405), refused hosts and /mcp get a request id and
     # metrics too.
-    app.asgi_handler = RequestContextMiddleware(AllowedHosts(app.asgi_handler, settings.allowed_hosts))
+    app.asgi_handler = RequestContextMiddleware(AllowedHosts(app.asgi_handler, settings.allowed_hosts, REFUSAL_BODIES))
     # Built once, here, and served from this object (Litestar caches it).
     document = app.plugins.get(OpenAPIPlugin).provide_openapi()
-    complete_document(document)
-    declare_refusals(document)
+    complete_openapi(document)
     return app

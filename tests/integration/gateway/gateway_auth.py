@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragmesh_gateway.access import Authenticator, Caller, RequestInfo
+from ragmesh_gateway.access.ports import Authenticator, Caller, RequestInfo
 
 
 class StaticAuthenticator(Authenticator):

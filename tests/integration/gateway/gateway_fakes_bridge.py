@@ -5,7 +5,7 @@ from __future__ import annotations
 from litestar import Litestar
 
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.deps import build_deps
+from ragmesh_gateway.composition import build_deps
 from ragmesh_gateway.search.models import RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.ports import SearchBackend
 

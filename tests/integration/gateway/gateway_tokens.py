@@ -16,11 +16,11 @@ from ragmesh.v1 import common_pb2, retrieval_pb2
 from ragmesh_common.pg import create_pool
 
 from gateway_mesh import Mesh, make_chunk
+from ragmesh_gateway.access.corpus_access import AccessStore
+from ragmesh_gateway.access.token_store import TokenStore
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.security.corpus_access import AccessStore
-from ragmesh_gateway.security.database import migrate
-from ragmesh_gateway.security.token_store import TokenStore
 from ragmesh_gateway.settings import GatewaySettings
+from ragmesh_gateway.store.database import migrate
 
 INTERNAL = "internal@1"
 INTERNAL_TEXT = "internal-only-capybara-4471"

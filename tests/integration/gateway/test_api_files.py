@@ -18,9 +18,9 @@ import pytest
 from gateway_auth import StaticAuthenticator
 from gateway_mesh import Mesh
 from loopback_server import serve
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.deps import build_deps
+from ragmesh_gateway.composition import build_deps
 
 FILES = "/api/rag/v1/files"
 

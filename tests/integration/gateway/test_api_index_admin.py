@@ -9,9 +9,9 @@ from litestar.testing import AsyncTestClient
 
 from gateway_auth import StaticAuthenticator
 from gateway_mesh import Mesh, as_loopback
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.app import create_app
-from ragmesh_gateway.deps import build_deps
+from ragmesh_gateway.composition import build_deps
 
 INDEX = "/api/rag/v1/internal/index"
 

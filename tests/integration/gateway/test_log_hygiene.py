@@ -19,8 +19,8 @@ from ragmesh_common.telemetry import query_hash
 
 from gateway_mesh import Mesh
 from gateway_process import gateway_env, running_gateway
-from ragmesh_gateway.security.database import migrate
-from ragmesh_gateway.security.token_store import TokenStore
+from ragmesh_gateway.access.token_store import TokenStore
+from ragmesh_gateway.store.database import migrate
 
 QUERY = "zebra-quokka-7431 how do I rotate the frobnicator"
 QUESTION = "walrus-lantern-5520 which flag turns the widget blue"

@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_gateway.security.ratelimit import Limit, RateLimiter, rate_limit_headers
+from ragmesh_gateway.access.ratelimit import Limit, RateLimiter, rate_limit_headers
 
 @pytest.fixture()
 async def redis_client(redis_url: str) -> AsyncIterator[Redis]:
@@ -111,7 +111,7 @@ _WORKER = textwrap.dedent(
     """
     import asyncio, json, sys, time
     from redis.asyncio import Redis
-    from ragmesh_gateway.security.ratelimit import Limit, RateLimiter
+    from ragmesh_gateway.access.ratelimit import Limit, RateLimiter
 
     url, prefix, rate, burst, duration, concurrency = sys.argv[1:7]
 

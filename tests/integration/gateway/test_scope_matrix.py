@@ -22,8 +22,8 @@ from ragmesh_common.pg import create_pool
 from gateway_mesh import Mesh, chunk_id
 from loopback_server import serve
 from gateway_tokens import bearer, schema, token_app  # noqa: F401 - fixtures
-from ragmesh_gateway.security.token_store import TokenStore
-from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.access.token_store import TokenStore
+from ragmesh_gateway.access.tokens import Scope
 
 API = "/api/rag/v1"
 ANONYMOUS = "anonymous"

@@ -11,8 +11,8 @@ from redis.asyncio import Redis
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.chat.ports import Turn
 from ragmesh_gateway.sessions.ids import SESSION_PREFIX, owner_key, storage_key
+from ragmesh_gateway.sessions.ports import Turn
 from ragmesh_gateway.sessions.redis_memory import RedisSessionMemory
 
 ALICE = owner_key("alice")

@@ -56,8 +56,8 @@ def deployment(private_stores, tmp_path_factory) -> Iterator[Deployment]:
     import asyncio
 
     from ragmesh_common.pg import create_pool
-    from ragmesh_gateway.security.database import migrate
-    from ragmesh_gateway.security.token_store import TokenStore
+    from ragmesh_gateway.store.database import migrate
+    from ragmesh_gateway.access.token_store import TokenStore
 
     schema = f"gwdown_{uuid.uuid4().hex[:10]}"
 

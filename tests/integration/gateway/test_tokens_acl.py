@@ -11,11 +11,11 @@ from prometheus_client import REGISTRY
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.pg import applied_migrations, create_pool
-from ragmesh_gateway.security.corpus_access import AccessStore
-from ragmesh_gateway.security.database import migrate
-from ragmesh_gateway.security.feedback_store import FeedbackStore
-from ragmesh_gateway.security.token_store import TokenStore
-from ragmesh_gateway.security.tokens import Principal, Scope
+from ragmesh_gateway.access.corpus_access import AccessStore
+from ragmesh_gateway.access.token_store import TokenStore
+from ragmesh_gateway.access.tokens import Principal, Scope
+from ragmesh_gateway.feedback.store import FeedbackStore
+from ragmesh_gateway.store.database import migrate
 
 CORPORA = [("handbook", "public"), ("payroll", "internal"), ("roadmap", "internal"), ("odd", "secret")]
 

@@ -9,20 +9,17 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.catalog import ConfiguredCorpusDirectory, CorpusCatalog, CorpusInfo, IndexStats
 from ragmesh_gateway.chat.ports import (
     AnswerGenerator,
     GeneratedSources,
-    GeneratedToken,
+    AnswerToken,
     GenerationEnd,
     GenerationEvent,
     GenerationRequest,
-    SessionMemory,
-    Turn,
-    unknown_session,
 )
-from ragmesh_gateway.corpora.ports import ConfiguredCorpusDirectory, CorpusCatalog, CorpusInfo, IndexStats
-from ragmesh_gateway.deps import GatewayDeps
+from ragmesh_gateway.composition import GatewayDeps
 from ragmesh_gateway.files.ports import ConfiguredCorpusRoots
 from ragmesh_gateway.health.ports import DependencyProbe
 from ragmesh_gateway.index_admin.ports import (
@@ -44,6 +41,7 @@ from ragmesh_gateway.search.models import (
     ScoredChunk,
 )
 from ragmesh_gateway.search.ports import Reranker, SearchBackend
+from ragmesh_gateway.sessions.ports import SessionMemory, Turn, unknown_session
 
 SERVED = frozenset({"docs@1", "secret@1"})
 # What AuthDisabled hands out: the local operator, every scope, every served corpus.
@@ -188,8 +186,8 @@ class ScriptedGenerator(AnswerGenerator):
 
 def default_script() -> list[GenerationEvent | Exception]:
     return [
-        GeneratedToken("The answer "),
-        GeneratedToken("is 42 [S1]."),
+        AnswerToken("The answer "),
+        AnswerToken("is 42 [S1]."),
         GeneratedSources(["S1"]),
         GenerationEnd(
             answer_status="answered",

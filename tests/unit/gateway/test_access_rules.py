@@ -6,11 +6,11 @@ import pytest
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Caller, RateDecision, RequestInfo, RouteClass
-from ragmesh_gateway.access_adapters import RedisRateLimit
-from ragmesh_gateway.security.client_address import bearer_key
-from ragmesh_gateway.security.ratelimit import Decision, parse_limits
-from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.access.adapters import RedisRateLimit
+from ragmesh_gateway.access.client_address import bearer_key
+from ragmesh_gateway.access.ports import Caller, RateDecision, RequestInfo, RouteClass
+from ragmesh_gateway.access.ratelimit import Decision, parse_limits
+from ragmesh_gateway.access.tokens import Scope
 
 
 def code_of(caller: Caller, *scopes: Scope) -> ErrorCode | None:

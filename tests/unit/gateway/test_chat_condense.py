@@ -9,9 +9,9 @@ import pytest
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.chat.ports import Turn
 from ragmesh_gateway.sessions.condense import SEPARATOR, condense, context_terms, looks_dependent
 from ragmesh_gateway.sessions.llm_condenser import LlmCondenser
+from ragmesh_gateway.sessions.ports import Turn
 
 HISTORY = [
     Turn("user", "What is the default queue depth of the Quokka scheduler?"),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from gateway_fakes import make_chunk
+from ragmesh_gateway.chat.ports import AnswerSources
 from ragmesh_gateway.chat.presenters import event_payload
-from ragmesh_gateway.chat.service import AnswerSources, ChatSession
+from ragmesh_gateway.chat.service import ChatSession
 from ragmesh_gateway.search.service import GuardedChunk, GuardReport, RankedSource
-from ragmesh_gateway.security.findings import Finding, GuardResult, SecuritySummary, Severity
+from ragmesh_gateway.security.findings import Finding, GuardResult, FindingsSummary, Severity
 
 
 def source(n: int, findings: int) -> RankedSource:
@@ -18,7 +19,7 @@ def source(n: int, findings: int) -> RankedSource:
 def test_an_uncited_flagged_candidate_is_not_counted() -> None:
     clean, flagged = source(1, 0), source(2, 2)
     # Search saw both: the whole retrieval reports two findings.
-    report = GuardReport(SecuritySummary.of([r for s in (clean, flagged) for r in s.guarded.results]), ["S2"])
+    report = GuardReport(FindingsSummary.of([r for s in (clean, flagged) for r in s.guarded.results]), ["S2"])
     session = ChatSession(outcome=type("Outcome", (), {"security": report})(), model="", session_id=None,
                           events=None)  # type: ignore[arg-type]
     _, shown = event_payload(AnswerSources([clean]), session, "req")

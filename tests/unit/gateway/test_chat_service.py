@@ -17,19 +17,13 @@ from gateway_fakes import (
     ScriptedGenerator,
     default_script,
 )
-from ragmesh_gateway.chat.ports import GeneratedSources, GeneratedToken, GenerationEnd, NoSessionMemory
-from ragmesh_gateway.chat.service import (
-    REFUSAL_TEXT,
-    AnswerDone,
-    AnswerFailed,
-    AnswerSources,
-    AnswerToken,
-    ChatParams,
-    ChatService,
-)
+from ragmesh_gateway.chat.ports import GeneratedSources, GenerationEnd
+from ragmesh_gateway.chat.ports import AnswerDone, AnswerFailed, AnswerSources, AnswerToken
+from ragmesh_gateway.chat.service import REFUSAL_TEXT, ChatParams, ChatService
 from ragmesh_gateway.search.models import RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.service import SearchService
 from ragmesh_gateway.security.injection_guard import InjectionGuard
+from ragmesh_gateway.sessions.ports import NoSessionMemory
 
 
 def chat(generator: ScriptedGenerator, memory=None, backend=None, degraded=None) -> ChatService:
@@ -88,7 +82,7 @@ async def test_success_streams_tokens_sources_and_one_done() -> None:
 
 async def test_generator_error_mid_stream_sends_what_was_cited_then_one_error() -> None:
     degraded: list[str] = []
-    script = [GeneratedToken("It is 42 [S2]. "),
+    script = [AnswerToken("It is 42 [S2]. "),
               RagmeshError(ErrorCode.RUNTIME_ERROR, "model runtime failed")]
     events = await events_of(chat(ScriptedGenerator(script), degraded=degraded), ChatParams(question="q"))
     assert_contract(events)
@@ -140,7 +134,7 @@ async def test_withheld_answer_is_done_with_the_retrieval_summary_and_degraded_g
 
 
 async def test_insufficient_evidence_from_the_generator_shows_no_sources() -> None:
-    script = [GeneratedToken(REFUSAL_TEXT), GeneratedSources([]),
+    script = [AnswerToken(REFUSAL_TEXT), GeneratedSources([]),
               GenerationEnd(answer_status="insufficient_evidence", finish_reason="refused",
                             answer=REFUSAL_TEXT)]
     events = await events_of(chat(ScriptedGenerator(script)), ChatParams(question="q"))
@@ -162,13 +156,13 @@ async def test_nothing_retrieved_is_refused_without_calling_the_generator() -> N
 
 
 async def test_stream_without_terminal_still_ends_with_exactly_one_error() -> None:
-    events = await events_of(chat(ScriptedGenerator([GeneratedToken("a")])), ChatParams(question="q"))
+    events = await events_of(chat(ScriptedGenerator([AnswerToken("a")])), ChatParams(question="q"))
     assert_contract(events)
     assert isinstance(events[-1], AnswerFailed) and events[-1].code == "UNAVAILABLE"
 
 
 async def test_events_after_the_terminal_are_dropped_and_upstream_closed() -> None:
-    script = [*default_script(), GeneratedToken("late"), GenerationEnd(answer_status="answered")]
+    script = [*default_script(), AnswerToken("late"), GenerationEnd(answer_status="answered")]
     generator = ScriptedGenerator(script)
     events = await events_of(chat(generator), ChatParams(question="q"))
     assert_contract(events)
@@ -186,7 +180,7 @@ async def test_sources_the_generator_invents_are_not_passed_on() -> None:
 async def test_a_crash_inside_the_pipeline_still_ends_with_sources_and_one_internal_error() -> None:
     class Exploding(ScriptedGenerator):
         async def generate(self, request):
-            yield GeneratedToken("Fine so far [S1]. ")
+            yield AnswerToken("Fine so far [S1]. ")
             raise ValueError("a bug, not a RagmeshError")
 
     events = await events_of(chat(Exploding()), ChatParams(question="q"))
@@ -249,7 +243,7 @@ async def test_answer_collects_text_sources_and_status() -> None:
 
 
 async def test_answer_reports_failure_in_the_terminal() -> None:
-    script = [GeneratedToken("x"), RagmeshError(ErrorCode.UNAVAILABLE, "generation is unavailable")]
+    script = [AnswerToken("x"), RagmeshError(ErrorCode.UNAVAILABLE, "generation is unavailable")]
     collected = await chat(ScriptedGenerator(script)).answer(ChatParams(question="q"), LOCAL)
     assert collected.terminal == AnswerFailed("UNAVAILABLE", "generation is unavailable", ["generation"])
     assert collected.answer == "x" and collected.sources_basis == "retrieved"

@@ -8,8 +8,9 @@ import pytest
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from gateway_fakes import LOCAL, FakeSearchBackend, RecordingMemory, ReversingReranker, ScriptedGenerator
-from ragmesh_gateway.access import Caller
-from ragmesh_gateway.chat.service import AnswerDone, ChatParams, ChatService
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.chat.ports import AnswerDone
+from ragmesh_gateway.chat.service import ChatParams, ChatService
 from ragmesh_gateway.search.service import SearchService
 from ragmesh_gateway.security.injection_guard import InjectionGuard
 from ragmesh_gateway.sessions.condense import SEPARATOR, RuleCondenser

@@ -6,12 +6,12 @@ import pytest
 
 from ragmesh_common.settings import MissingSetting
 
-from ragmesh_gateway.chat.ports import NoSessionMemory, StandaloneQuestions
-from ragmesh_gateway.deps import build_deps
+from ragmesh_gateway.composition import build_deps
 from ragmesh_gateway.feedback.ports import NoFeedbackStorage
 from ragmesh_gateway.feedback.store import PostgresFeedback
 from ragmesh_gateway.sessions.condense import RuleCondenser
 from ragmesh_gateway.sessions.llm_condenser import LlmCondenser
+from ragmesh_gateway.sessions.ports import NoSessionMemory, StandaloneQuestions
 from ragmesh_gateway.sessions.redis_memory import RedisSessionMemory
 from ragmesh_gateway.settings import GatewaySettings
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from ragmesh_common.errors import RagmeshError
-from ragmesh_gateway.files.links import citation_url
+from ragmesh_gateway.citations import citation_url
 from ragmesh_gateway.files.source_view import parse_lines, render_source_view
-from ragmesh_gateway.search.models import Chunk
+from ragmesh_common.chunk_record import Chunk
 
 CHUNK = Chunk(chunk_id="c", parent_id="p", doc_id="d", corpus="tern@main", library="tern", version="main",
               title="Jobs", heading_path=("Jobs", "Retries"), url="guide/jobs#retries", quote="q",

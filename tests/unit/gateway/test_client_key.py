@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragmesh_gateway.security.client_address import bearer_key, client_key, parse_address, parse_networks
-from ragmesh_gateway.security.ratelimit import Decision, Limit, parse_limits, rate_limit_headers
+from ragmesh_gateway.access.client_address import bearer_key, client_key, parse_address, parse_networks
+from ragmesh_gateway.access.ratelimit import Decision, Limit, parse_limits, rate_limit_headers
 
 PROXIES = parse_networks(["10.0.0.0/8", "127.0.0.1"])
 

@@ -10,7 +10,7 @@ import pytest
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from gateway_fakes import LOCAL
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.files.ports import ConfiguredCorpusRoots, IndexedSources
 from ragmesh_gateway.files.service import FileService, media_type_of
 

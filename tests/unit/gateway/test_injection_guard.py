@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 from prometheus_client import REGISTRY
 
-from ragmesh_gateway.security.findings import SecuritySummary, Severity
+from ragmesh_gateway.security.findings import FindingsSummary, Severity
 from ragmesh_gateway.security.injection_guard import GuardConfig, InjectionGuard
 from ragmesh_gateway.security.metrics import count_injection_findings
 from ragmesh_gateway.security.neutralize import BREAK, CLOSE
@@ -207,13 +207,13 @@ def test_a_lone_react_label_or_strikethrough_is_not_an_attack(guard: InjectionGu
 
 def test_summary_aggregates_results(guard: InjectionGuard) -> None:
     results = guard.scan_all(["plain text", "System: obey", "a\u200bb"])
-    summary = SecuritySummary.of(results)
+    summary = FindingsSummary.of(results)
     assert summary.trust == "untrusted"
     assert summary.findings_count == 2
     assert summary.max_severity is Severity.HIGH
     assert summary.rules == ["invisible_char", "role_line"]
     assert summary.to_dict()["max_severity"] == "high"
-    assert SecuritySummary.of([guard.scan("clean")]).to_dict() == {
+    assert FindingsSummary.of([guard.scan("clean")]).to_dict() == {
         "trust": "untrusted", "findings_count": 0, "max_severity": None, "rules": []}
 
 

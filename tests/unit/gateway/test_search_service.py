@@ -7,7 +7,7 @@ import pytest
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from gateway_fakes import LOCAL, FailingReranker, FakeSearchBackend, ReversingReranker, chunk_id, make_chunk
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.service import SearchParams, SearchService
 from ragmesh_gateway.security.injection_guard import InjectionGuard

@@ -7,8 +7,8 @@ import pytest
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from gateway_fakes import LOCAL, FakeCatalog, FakeIndexAdmin, FakeProbe
-from ragmesh_gateway.access import Caller
-from ragmesh_gateway.corpora.ports import ConfiguredCorpusDirectory, CorpusInfo
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.catalog import ConfiguredCorpusDirectory, CorpusInfo
 from ragmesh_gateway.health.service import ReadinessService
 from ragmesh_gateway.index_admin.ports import CorpusSpec
 from ragmesh_gateway.index_admin.service import IndexAdminService
@@ -94,8 +94,8 @@ async def test_index_admin_needs_index_scopes_and_records_the_actor() -> None:
 
 
 def test_embedded_default_has_auth_and_rate_limits_off() -> None:
-    from ragmesh_gateway.access import NoRateLimit
-    from ragmesh_gateway.deps import build_deps
+    from ragmesh_gateway.access.ports import NoRateLimit
+    from ragmesh_gateway.composition import build_deps
     from ragmesh_gateway.settings import GatewaySettings
 
     deps = build_deps(GatewaySettings(corpora=["a@1"], corpus_roots={"b@2": "/srv/b"}))
@@ -103,7 +103,7 @@ def test_embedded_default_has_auth_and_rate_limits_off() -> None:
 
 
 async def test_auth_disabled_reads_every_served_corpus_and_nothing_else() -> None:
-    from ragmesh_gateway.access import AuthDisabled, RequestInfo
+    from ragmesh_gateway.access.ports import AuthDisabled, RequestInfo
 
     directory = ConfiguredCorpusDirectory({"a@1", "b@2"})
     for host in ("127.0.0.1", "::1", "10.1.2.3", None):
@@ -113,8 +113,8 @@ async def test_auth_disabled_reads_every_served_corpus_and_nothing_else() -> Non
 
 
 async def test_auth_disabled_gives_the_index_routes_to_loopback_callers_only() -> None:
-    from ragmesh_gateway.access import AuthDisabled, RequestInfo
-    from ragmesh_gateway.security.tokens import Scope
+    from ragmesh_gateway.access.ports import AuthDisabled, RequestInfo
+    from ragmesh_gateway.access.tokens import Scope
 
     directory = ConfiguredCorpusDirectory({"a@1"})
     local = await AuthDisabled(directory).authenticate(RequestInfo(headers={}, client_host="127.0.0.1"))
@@ -127,8 +127,8 @@ async def test_auth_disabled_gives_the_index_routes_to_loopback_callers_only() -
 
 
 def test_token_mode_and_rate_limits_are_wired_from_settings() -> None:
-    from ragmesh_gateway.access_adapters import RedisRateLimit, TokenAuthenticator
-    from ragmesh_gateway.deps import build_deps
+    from ragmesh_gateway.access.adapters import RedisRateLimit, TokenAuthenticator
+    from ragmesh_gateway.composition import build_deps
     from ragmesh_gateway.settings import GatewaySettings
 
     deps = build_deps(
@@ -154,7 +154,7 @@ def test_token_mode_and_rate_limits_are_wired_from_settings() -> None:
     ],
 )
 def test_incomplete_access_settings_stop_the_start(overrides: dict) -> None:
-    from ragmesh_gateway.deps import build_deps
+    from ragmesh_gateway.composition import build_deps
     from ragmesh_gateway.settings import GatewaySettings
 
     with pytest.raises(SystemExit):

@@ -19,9 +19,9 @@ from typing import Any
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access_adapters import SecurityStores
+from ragmesh_gateway.access.adapters import SecurityStores
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.admin import operations
-from ragmesh_gateway.security.tokens import Scope
 from ragmesh_gateway.settings import GatewaySettings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 5

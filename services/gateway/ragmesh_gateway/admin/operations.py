@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ragmesh_gateway.security.corpus_access import AccessStore
-from ragmesh_gateway.security.token_store import TokenStore
-from ragmesh_gateway.security.tokens import TokenInfo
+from ragmesh_gateway.access.corpus_access import AccessStore
+from ragmesh_gateway.access.token_store import TokenStore
+from ragmesh_gateway.access.tokens import TokenInfo
 
 
 def _when(value: datetime | None) -> str | None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from litestar import Controller, post
-from litestar.datastructures import State
-from litestar.di import Provide
 from litestar.openapi import ResponseSpec
 from litestar.response import ServerSentEvent
 
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.chat.presenters import answer_response, chat_params
 from ragmesh_gateway.chat.schemas import (
     AnswerResponse,
@@ -23,9 +22,7 @@ from ragmesh_gateway.chat.schemas import (
 )
 from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.chat.sse import sse_messages
-from ragmesh_gateway.deps import services_of
-from ragmesh_gateway.security.tokens import Scope
-from ragmesh_gateway.web.dependencies import provide_chat
+from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
@@ -43,7 +40,6 @@ class ChatController(Controller):
     path = API
     tags = ["chat"]
     opt = {"route_class": RouteClass.CHAT, "scope": Scope.ANSWER}
-    dependencies = {"chat": Provide(provide_chat, sync_to_thread=False)}
 
     @post(
         "/chat/stream",
@@ -61,12 +57,11 @@ class ChatController(Controller):
         },
     )
     async def stream(
-        self, data: ChatRequest, caller: Caller, chat: ChatService, state: State
+        self, data: ChatRequest, caller: Caller, chat: ChatService, settings: GatewaySettings
     ) -> ServerSentEvent:
         session = await chat.open(chat_params(data), caller)
-        heartbeat_s = services_of(state).settings.heartbeat_s
         return ServerSentEvent(
-            sse_messages(session, request_id_var.get(), heartbeat_s),
+            sse_messages(session, request_id_var.get(), settings.heartbeat_s),
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 

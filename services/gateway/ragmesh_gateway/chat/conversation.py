@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Caller
-from ragmesh_gateway.chat.ports import QuestionCondenser, SessionMemory, Turn
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.sessions.ids import owner_key
+from ragmesh_gateway.sessions.ports import QuestionCondenser, SessionMemory, Turn
 
 log = logging.getLogger("ragmesh.gateway.chat")
 

@@ -1,4 +1,7 @@
-"""What chat needs besides search: a streaming answer generator, session memory, a condenser."""
+"""The answer stream's one vocabulary: what the generator yields (``AnswerToken``, ``GeneratedSources``,
+``GenerationEnd``) and what chat streams to its edges (``AnswerToken``, ``AnswerSources``, ``AnswerDone``,
+``AnswerFailed``); the edges only encode these (``chat.presenters``, ``openai_chat.presenters``).
+And the port chat needs besides search and session memory: a streaming answer generator."""
 
 from __future__ import annotations
 
@@ -6,18 +9,10 @@ import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.chunk_record import Chunk
 
-from ragmesh_gateway.search.models import Chunk
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    role: str  # "user" or "assistant"
-    content: str
-    # Heading paths ("Guide > Configuration") of the sources an assistant turn cited: what a
-    # follow-up's "it" most likely points at. Empty for user turns.
-    cited_headings: tuple[str, ...] = ()
+from ragmesh_gateway.search.service import RankedSource
+from ragmesh_gateway.sessions.ports import Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +31,7 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class GeneratedToken:
+class AnswerToken:
     text: str
 
 
@@ -56,7 +51,7 @@ class GenerationEnd:
     answer: str = ""
 
 
-GenerationEvent = GeneratedToken | GeneratedSources | GenerationEnd
+GenerationEvent = AnswerToken | GeneratedSources | GenerationEnd
 
 
 class AnswerGenerator(abc.ABC):
@@ -66,55 +61,31 @@ class AnswerGenerator(abc.ABC):
         cancels the upstream call; failures raise RagmeshError."""
 
 
-def unknown_session() -> RagmeshError:
-    # One answer for "never existed", "expired" and "someone else's": an id reveals nothing.
-    return RagmeshError(
-        ErrorCode.NOT_FOUND,
-        "unknown or expired session_id; send the question without session_id to start a new session",
-        {"field": "session_id"},
-    )
+# What chat streams to its edges (REST/SSE, OpenAI, MCP): the generator's tokens as they come, then
+# exactly one AnswerSources, then exactly one AnswerDone or AnswerFailed (see chat.service).
+@dataclass(frozen=True, slots=True)
+class AnswerSources:
+    sources: list[RankedSource]
+    # "cited": the sources the answer cites, in citation order. "retrieved": no answer was given
+    # (withheld, failed); these are the retrieval results, for the client to show instead.
+    basis: str = "cited"
 
 
-class SessionMemory(abc.ABC):
-    """Conversation turns per session. The server issues every session id; ``owner`` is an opaque
-    key of the caller, so an id presented by anyone else reads nothing."""
-
-    @abc.abstractmethod
-    async def create(self, owner: str) -> str | None:
-        """A new, unguessable session id; None when this memory keeps nothing.
-        Raises RagmeshError UNAVAILABLE when the store is down."""
-
-    @abc.abstractmethod
-    async def history(self, session_id: str, owner: str) -> list[Turn]:
-        """Oldest first. Raises NOT_FOUND (unknown, expired or another owner's) or UNAVAILABLE."""
-
-    @abc.abstractmethod
-    async def remember(self, session_id: str, owner: str, turns: list[Turn]) -> None:
-        """Append turns, keeping the store's caps. Raises UNAVAILABLE when the store is down."""
+@dataclass(frozen=True, slots=True)
+class AnswerDone:
+    answer_status: str
+    model: str
+    finish_reason: str
+    degraded: list[str]
+    answer: str
+    hint: str = ""
 
 
-class NoSessionMemory(SessionMemory):
-    """Without a store (no RAGMESH_REDIS_URL) every question stands alone and no id is issued."""
-
-    async def create(self, owner: str) -> str | None:
-        return None
-
-    async def history(self, session_id: str, owner: str) -> list[Turn]:
-        raise unknown_session()
-
-    async def remember(self, session_id: str, owner: str, turns: list[Turn]) -> None:
-        return None
+@dataclass(frozen=True, slots=True)
+class AnswerFailed:
+    code: str
+    message: str
+    degraded: list[str] = field(default_factory=list)
 
 
-class QuestionCondenser(abc.ABC):
-    @abc.abstractmethod
-    async def condense(self, question: str, history: list[Turn]) -> str:
-        """A question that stands on its own for retrieval; ``question`` itself when it already
-        does or the history adds nothing. Never raises for a model failure: it falls back."""
-
-
-class StandaloneQuestions(QuestionCondenser):
-    """No rewriting at all: follow-ups are searched as asked."""
-
-    async def condense(self, question: str, history: list[Turn]) -> str:
-        return question
+AnswerEvent = AnswerToken | AnswerSources | AnswerDone | AnswerFailed

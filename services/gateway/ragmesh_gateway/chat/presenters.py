@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from ragmesh_gateway.chat.ports import AnswerDone, AnswerEvent, AnswerFailed, AnswerSources, AnswerToken
 from ragmesh_gateway.chat.schemas import (
     AnswerResponse,
     ChatDone,
@@ -11,19 +14,10 @@ from ragmesh_gateway.chat.schemas import (
     ChatSources,
     ChatToken,
 )
-from ragmesh_gateway.chat.service import (
-    AnswerDone,
-    AnswerEvent,
-    AnswerFailed,
-    AnswerSources,
-    AnswerToken,
-    ChatParams,
-    ChatSession,
-    CollectedAnswer,
-)
+from ragmesh_gateway.chat.service import ChatParams, ChatSession, CollectedAnswer
 from ragmesh_gateway.search.presenters import filters_from, search_hit, security_summary, single_version
+from ragmesh_gateway.search.schemas import SecuritySummary
 from ragmesh_gateway.search.service import GuardReport, RankedSource
-from ragmesh_gateway.security.findings import SecuritySummary
 
 
 def chat_params(request: ChatRequest) -> ChatParams:
@@ -49,12 +43,10 @@ def chat_meta(session: ChatSession, request_id: str) -> ChatMeta:
     )
 
 
-def cited_security(cited: list[RankedSource]):
+def cited_security(cited: list[RankedSource]) -> SecuritySummary:
     """The summary of what the visitor is shown: findings in the sources sent with the answer,
     not in candidates that were retrieved but not cited."""
-    summary = SecuritySummary.of(result for source in cited for result in source.guarded.results)
-    flagged = [s.source_id for s in cited if any(r.findings for r in s.guarded.results)]
-    return security_summary(GuardReport(summary, flagged))
+    return security_summary(GuardReport.of((s.source_id, s.guarded) for s in cited))
 
 
 def event_payload(
@@ -70,16 +62,27 @@ def event_payload(
             basis=event.basis,  # type: ignore[arg-type]
         )
     if isinstance(event, AnswerDone):
-        return "done", ChatDone(
-            answer_status=event.answer_status,
-            model=event.model,
-            finish_reason=event.finish_reason,
-            degraded=list(event.degraded),
-            hint=event.hint or None,
-        )
-    return "error", ChatError(
-        code=event.code, message=event.message, request_id=request_id, degraded=list(event.degraded)
-    )
+        return "done", ChatDone(**_values(event, _DONE_FIELDS), hint=event.hint or None)
+    return "error", chat_error(event, request_id)
+
+
+def _shown_as_is(event: type, dto: type) -> tuple[str, ...]:
+    """The event's fields that the DTO shows as they are, by name; ``hint`` and ``request_id`` it
+    shows otherwise."""
+    names = {f.name for f in dataclasses.fields(event)}
+    return tuple(n for n in dto.__struct_fields__ if n in names and n not in {"hint", "request_id"})
+
+
+_DONE_FIELDS = _shown_as_is(AnswerDone, ChatDone)
+_ERROR_FIELDS = _shown_as_is(AnswerFailed, ChatError)
+
+
+def _values(event: AnswerDone | AnswerFailed, names: tuple[str, ...]) -> dict:
+    return {n: list(v) if isinstance(v := getattr(event, n), list) else v for n in names}
+
+
+def chat_error(event: AnswerFailed, request_id: str) -> ChatError:
+    return ChatError(**_values(event, _ERROR_FIELDS), request_id=request_id)
 
 
 def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerResponse:
@@ -101,16 +104,7 @@ def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerRespon
         session_id=collected.session_id,
         sources=[search_hit(s) for s in collected.cited],
         security=cited_security(collected.cited),
-        error=(
-            ChatError(
-                code=failed.code,
-                message=failed.message,
-                request_id=request_id,
-                degraded=list(failed.degraded),
-            )
-            if failed
-            else None
-        ),
+        error=chat_error(failed, request_id) if failed else None,
         sources_basis=collected.sources_basis,  # type: ignore[arg-type]
         condensed_question=collected.condensed_question,
         hint=(done.hint or None) if done else None,

@@ -27,22 +27,23 @@ from dataclasses import dataclass, field
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import Stopwatch, query_hash, request_id_var
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.chat.conversation import Conversation, Conversations
 from ragmesh_gateway.chat.ports import (
+    AnswerDone,
+    AnswerEvent,
+    AnswerFailed,
     AnswerGenerator,
+    AnswerSources,
+    AnswerToken,
     GeneratedSources,
-    GeneratedToken,
     GenerationEnd,
     GenerationRequest,
-    QuestionCondenser,
-    SessionMemory,
     SourceRef,
-    StandaloneQuestions,
-    Turn,
 )
 from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.service import RankedSource, SearchOutcome, SearchParams, SearchService
+from ragmesh_gateway.sessions.ports import QuestionCondenser, SessionMemory, StandaloneQuestions, Turn
 
 log = logging.getLogger("ragmesh.gateway.chat")
 
@@ -62,39 +63,6 @@ class ChatParams:
     max_tokens: int | None = None
     # The conversation so far when the client keeps it (OpenAI messages); None: session memory.
     history: tuple[Turn, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerToken:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerSources:
-    sources: list[RankedSource]
-    # "cited": the sources the answer cites, in citation order. "retrieved": no answer was given
-    # (withheld, failed); these are the retrieval results, for the client to show instead.
-    basis: str = "cited"
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerDone:
-    answer_status: str
-    model: str
-    finish_reason: str
-    degraded: list[str]
-    answer: str
-    hint: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerFailed:
-    code: str
-    message: str
-    degraded: list[str] = field(default_factory=list)
-
-
-AnswerEvent = AnswerToken | AnswerSources | AnswerDone | AnswerFailed
 
 
 @dataclass(slots=True)
@@ -235,10 +203,10 @@ class ChatService:
         stream = self._generator.generate(request)
         try:
             async for event in stream:
-                if isinstance(event, GeneratedToken):
+                if isinstance(event, AnswerToken):
                     if event.text:
                         parts.append(event.text)
-                        yield AnswerToken(event.text)
+                        yield event
                 elif isinstance(event, GeneratedSources):
                     cited_ids = list(event.source_ids)
                 elif isinstance(event, GenerationEnd):

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from litestar import Controller, get
-from litestar.di import Provide
 
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.corpora.presenters import corpora_response, stats_response
 from ragmesh_gateway.corpora.schemas import CorporaResponse, StatsResponse
 from ragmesh_gateway.corpora.service import CorpusService
-from ragmesh_gateway.security.tokens import Scope
-from ragmesh_gateway.web.dependencies import provide_corpora
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
@@ -22,7 +20,6 @@ class CorporaController(Controller):
     path = API
     tags = ["corpora"]
     opt = {"route_class": RouteClass.READ, "scope": Scope.READ}
-    dependencies = {"corpora": Provide(provide_corpora, sync_to_thread=False)}
 
     @get("/corpora", summary="Corpora the caller may read", responses=error_responses(401, 429, 503))
     async def list_corpora(self, caller: Caller, corpora: CorpusService) -> CorporaResponse:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ragmesh_gateway.access import Caller
-from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusInfo, IndexStats
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.catalog import CorpusCatalog, CorpusInfo, IndexStats
 
 
 class CorpusService:

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 from litestar import Controller, post
-from litestar.datastructures import State
-from litestar.di import Provide
 
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RouteClass
-from ragmesh_gateway.deps import services_of
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.feedback.schemas import FeedbackRequest, FeedbackResponse
 from ragmesh_gateway.feedback.service import FeedbackService
-from ragmesh_gateway.security.tokens import Scope
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
-
-
-def provide_feedback(state: State) -> FeedbackService:
-    return services_of(state).feedback
 
 
 class FeedbackController(Controller):
@@ -28,7 +21,6 @@ class FeedbackController(Controller):
     # Whoever may ask for an answer may rate it; the feedback route class has its own bucket
     # (RAGMESH_RATE_LIMITS "feedback=0.2/5"), so ratings cannot spend the chat budget or vice versa.
     opt = {"route_class": RouteClass.FEEDBACK, "scope": Scope.ANSWER}
-    dependencies = {"feedback": Provide(provide_feedback, sync_to_thread=False)}
 
     @post(
         "/feedback",

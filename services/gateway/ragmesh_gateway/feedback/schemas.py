@@ -8,7 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from ragmesh_common.telemetry import REQUEST_ID_PATTERN
-from ragmesh_gateway.security.feedback_store import MAX_COMMENT_CHARS, MAX_REQUEST_ID_CHARS
+from ragmesh_gateway.feedback.ports import MAX_COMMENT_CHARS, MAX_REQUEST_ID_CHARS
 
 
 class FeedbackRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.feedback.ports import FeedbackEntry, FeedbackSink
-from ragmesh_gateway.security.feedback_store import check_feedback
+from ragmesh_gateway.feedback.ports import check_feedback
 
 log = logging.getLogger("ragmesh.gateway.feedback")
 

@@ -8,14 +8,16 @@ then (idempotent; replicas serialise on an advisory lock); a failed open is retr
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
 from ragmesh_common.pg import create_pool
 
-from ragmesh_gateway.feedback.ports import FeedbackEntry, FeedbackSink
-from ragmesh_gateway.security.database import GATEWAY_SCHEMA, database_errors, migrate
-from ragmesh_gateway.security.feedback_store import FeedbackStore
+from ragmesh_gateway.feedback.metrics import count_feedback
+from ragmesh_gateway.feedback.ports import FeedbackEntry, FeedbackSink, check_feedback
+from ragmesh_gateway.store.database import GATEWAY_SCHEMA, database_errors, migrate
 
 
 class PostgresFeedback(FeedbackSink):
@@ -49,3 +51,42 @@ class PostgresFeedback(FeedbackSink):
                     raise
                 self._pool, self._store = pool, FeedbackStore(pool)
             return self._store
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    feedback_id: int
+    request_id: str
+    rating: int
+    comment: str | None
+    client_id: str | None
+    created_at: datetime
+
+
+class FeedbackStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def add(self, request_id: str, rating: int, comment: str | None = None,
+                  client_id: str | None = None) -> int:
+        """Record feedback; returns its id. ``client_id`` is None for anonymous callers."""
+        check_feedback(request_id, rating, comment)
+        # PostgreSQL text cannot hold NUL; dropping it is kinder than refusing the comment.
+        comment = comment.replace("\x00", "") if comment else None
+        async with database_errors("add feedback"):
+            feedback_id = await self._pool.fetchval(
+                "INSERT INTO feedback (request_id, rating, comment, client_id) VALUES ($1, $2, $3, $4) "
+                "RETURNING feedback_id",
+                request_id, rating, comment, client_id[:128] if client_id else None,
+            )
+        count_feedback(rating)
+        return int(feedback_id)
+
+    async def list(self, request_id: str | None = None, *, limit: int = 100) -> list[Feedback]:
+        async with database_errors("list feedback"):
+            rows = await self._pool.fetch(
+                "SELECT feedback_id, request_id, rating, comment, client_id, created_at FROM feedback "
+                "WHERE $1::text IS NULL OR request_id = $1 ORDER BY feedback_id DESC LIMIT $2",
+                request_id, max(1, min(limit, 1000)),
+            )
+        return [Feedback(**dict(row)) for row in rows]

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from litestar import Controller, get
-from litestar.di import Provide
 from litestar.openapi.spec import Example
 from litestar.params import Parameter
 from litestar.response import File
 
-from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.security.tokens import Scope
-from ragmesh_gateway.web.dependencies import provide_files
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
@@ -31,7 +29,6 @@ class FilesController(Controller):
     tags = ["files"]
     # Whoever may chat with a corpus may open its citations (anonymous visitors: public corpora).
     opt = {"route_class": RouteClass.FILES, "scope": (Scope.READ, Scope.ANSWER)}
-    dependencies = {"files": Provide(provide_files, sync_to_thread=False)}
 
     @get(
         "/files/{corpus:str}/{path:path}",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.files.ports import CorpusRoots, IndexedSources
 
 MAX_PATH_CHARS = 1024

@@ -13,16 +13,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from litestar import Controller, Response, get
-from litestar.di import Provide
 from litestar.params import Parameter
 from litestar.response import Redirect
 
-from ragmesh_gateway.access import Caller, RouteClass
-from ragmesh_gateway.files.links import API
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.citations import API
 from ragmesh_gateway.files.service import FileService
 from ragmesh_gateway.files.source_view import LINES_PATTERN, parse_lines, render_source_view
-from ragmesh_gateway.security.tokens import Scope
-from ragmesh_gateway.web.dependencies import provide_files
 from ragmesh_gateway.web.errors import error_responses
 
 _TEXT_TYPES = ("text/", "application/json", "application/toml", "application/yaml", "application/x-ipynb+json")
@@ -38,7 +36,6 @@ class SourceViewController(Controller):
     path = API
     tags = ["files"]
     opt = {"route_class": RouteClass.FILES, "scope": (Scope.READ, Scope.ANSWER)}
-    dependencies = {"files": Provide(provide_files, sync_to_thread=False)}
 
     @get(
         "/source/{corpus:str}/{path:path}",

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from litestar import Controller, MediaType, Response, get
-from litestar.di import Provide
 from litestar.openapi import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ragmesh_gateway.health import metrics as health_metrics
 from ragmesh_gateway.health.schemas import LiveResponse, ReadyResponse
 from ragmesh_gateway.health.service import ReadinessService
-from ragmesh_gateway.web.dependencies import provide_readiness
 
 
 class HealthController(Controller):
     tags = ["operations"]
-    dependencies = {"readiness": Provide(provide_readiness, sync_to_thread=False)}
 
     @get("/health/live", summary="The process is up (no downstream checks)")
     async def live(self) -> LiveResponse:
@@ -33,15 +30,9 @@ class HealthController(Controller):
     async def ready(self, readiness: ReadinessService) -> Response[ReadyResponse]:
         result = await readiness.check()
         health_metrics.publish(result)
-        body = ReadyResponse(
-            status=result.status,
-            checks=result.checks,
-            models=result.models,
-            degraded=result.degraded,
-            active_corpora=result.active_corpora,
-            keyword_only=result.keyword_only,
-            reason=result.reason or None,
-        )
+        # The response's fields by name from the readiness result; no reason is null, not "".
+        shown = {name: getattr(result, name) for name in ReadyResponse.__struct_fields__ if name != "reason"}
+        body = ReadyResponse(**shown, reason=result.reason or None)
         return Response(body, status_code=200 if result.ready else 503)
 
     @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=False)

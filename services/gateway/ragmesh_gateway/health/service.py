@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import RagmeshError
 
-from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory, CorpusInfo
+from ragmesh_gateway.catalog import CorpusCatalog, CorpusDirectory, CorpusInfo
 from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 
 SERVING = "serving"

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from litestar import Controller, get, post
-from litestar.di import Provide
 from litestar.params import Parameter
 
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RouteClass
-from ragmesh_gateway.index_admin.ports import CorpusSpec
+from ragmesh_gateway.access.ports import Caller, RouteClass
 from ragmesh_gateway.index_admin.presenters import (
     build_response,
+    corpus_spec,
     promote_response,
     remove_response,
     status_response,
@@ -29,7 +28,6 @@ from ragmesh_gateway.index_admin.schemas import (
     RollbackRequest,
 )
 from ragmesh_gateway.index_admin.service import IndexAdminService
-from ragmesh_gateway.web.dependencies import provide_index_admin
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
@@ -39,7 +37,6 @@ class IndexAdminController(Controller):
     path = f"{API}/internal/index"
     tags = ["internal"]
     opt = {"route_class": RouteClass.ADMIN}
-    dependencies = {"admin": Provide(provide_index_admin, sync_to_thread=False)}
 
     @post(
         "/build",
@@ -48,20 +45,7 @@ class IndexAdminController(Controller):
         responses=error_responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504),
     )
     async def build(self, data: BuildRequest, caller: Caller, admin: IndexAdminService) -> BuildResponse:
-        spec = CorpusSpec(
-            corpus=data.corpus,
-            root=data.root,
-            library=data.library,
-            version=data.version,
-            include=list(data.include),
-            exclude=list(data.exclude),
-            visibility=data.visibility,
-            license=data.license,
-            source_url=data.source_url,
-            url_base=data.url_base,
-            chunking=data.chunking,
-        )
-        result = await admin.build(spec, force=data.force, reason=data.reason, caller=caller)
+        result = await admin.build(corpus_spec(data), force=data.force, reason=data.reason, caller=caller)
         return build_response(result, request_id_var.get())
 
     @post(

@@ -7,8 +7,14 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ragmesh_gateway.index_admin.ports import BuildResult, IndexStatus, PromoteResult, RemoveResult
-from ragmesh_gateway.index_admin.schemas import BuildResponse, IndexStatusResponse, PromoteResponse, RemoveResponse
+from ragmesh_gateway.index_admin.ports import BuildResult, CorpusSpec, IndexStatus, PromoteResult, RemoveResult
+from ragmesh_gateway.index_admin.schemas import (
+    BuildRequest,
+    BuildResponse,
+    IndexStatusResponse,
+    PromoteResponse,
+    RemoveResponse,
+)
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -33,3 +39,9 @@ def status_response(result: IndexStatus, request_id: str) -> IndexStatusResponse
 
 def remove_response(result: RemoveResult, request_id: str) -> RemoveResponse:
     return _with_request_id(result, RemoveResponse, request_id)
+
+
+def corpus_spec(request: BuildRequest) -> CorpusSpec:
+    """The corpus a build request describes: CorpusSpec's fields, by name (lists copied)."""
+    values = {f.name: getattr(request, f.name) for f in dataclasses.fields(CorpusSpec)}
+    return CorpusSpec(**{name: list(v) if isinstance(v, list) else v for name, v in values.items()})

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.index_admin.ports import (
     BuildResult,
     CorpusSpec,
@@ -14,7 +15,6 @@ from ragmesh_gateway.index_admin.ports import (
     PromoteResult,
     RemoveResult,
 )
-from ragmesh_gateway.security.tokens import Scope
 
 log = logging.getLogger("ragmesh.gateway.index_admin")
 

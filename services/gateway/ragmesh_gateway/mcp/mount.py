@@ -25,12 +25,12 @@ from mcp_types import INVALID_REQUEST
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import RequestInfo, RouteClass
-from ragmesh_gateway.deps import GatewayServices
+from ragmesh_gateway.access.ports import RequestInfo, RouteClass
 from ragmesh_gateway.mcp.jsonrpc import EnvelopeError, check_message, error_body, message_id_of, refusal_body
 from ragmesh_gateway.mcp.protected_resource import metadata_url
 from ragmesh_gateway.mcp.refusals import coded_refusals
 from ragmesh_gateway.mcp.server import MCP_CALLER, RagmeshMcp
+from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.dependencies import admit
 from ragmesh_gateway.web.errors import send_error
@@ -93,7 +93,7 @@ async def send_json(send: Any, status: int, body: dict[str, Any], headers: dict[
 class McpMount:
     """The mounted ASGI app plus the lifespan that runs its session manager."""
 
-    def __init__(self, mcp: RagmeshMcp, settings: GatewaySettings, services: GatewayServices) -> None:
+    def __init__(self, mcp: RagmeshMcp, settings: GatewaySettings, services: McpServices) -> None:
         self.mcp = mcp
         self.settings = settings
         self.services = services

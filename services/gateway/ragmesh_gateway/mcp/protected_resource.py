@@ -10,12 +10,10 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, get
-from litestar.datastructures import State
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.deps import services_of
-from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.errors import error_responses
 
@@ -53,8 +51,7 @@ class ProtectedResourceController(Controller):
         description="Only when RAGMESH_AUTHORIZATION_SERVERS is set; otherwise 404: use a static bearer token.",
         responses=error_responses(404),
     )
-    async def protected_resource(self, request: Request, state: State) -> ProtectedResourceMetadata:
-        settings = services_of(state).settings
+    async def protected_resource(self, request: Request, settings: GatewaySettings) -> ProtectedResourceMetadata:
         if not settings.authorization_servers:
             raise RagmeshError(ErrorCode.NOT_FOUND, "no OAuth authorization server is configured "
                                "(RAGMESH_AUTHORIZATION_SERVERS); send a static bearer token instead")

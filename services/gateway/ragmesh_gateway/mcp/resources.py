@@ -20,9 +20,9 @@ import mcp_types as types
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.security.tokens import Scope
 
 SCHEME, AUTHORITY = "ragmesh", "files"
 _LINES = re.compile(r"^(\d{1,9})(?:-(\d{1,9}))?$")

@@ -21,10 +21,10 @@ from mcp.shared.exceptions import MCPError
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RequestInfo
-from ragmesh_gateway.deps import GatewayServices
+from ragmesh_gateway.access.ports import Caller, RequestInfo
 from ragmesh_gateway.mcp.jsonrpc import as_mcp_error
 from ragmesh_gateway.mcp.resources import BadResourceUri, CorpusFiles
+from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.mcp.struct_tools import StructTool
 from ragmesh_gateway.mcp.tools import INSTRUCTIONS, build_tools
 from ragmesh_gateway.web.request_context import REQUEST_ID_HEADER, accept_request_id
@@ -50,7 +50,7 @@ def _no_cursor(params: types.PaginatedRequestParams | None) -> None:
 
 
 class RagmeshMcp:
-    def __init__(self, services: GatewayServices) -> None:
+    def __init__(self, services: McpServices) -> None:
         self._services = services
         self.tools: dict[str, StructTool] = {tool.name: tool for tool in build_tools(services)}
         self.files = CorpusFiles(services.files, max_bytes=services.settings.mcp_resource_max_bytes)
@@ -132,5 +132,5 @@ class RagmeshMcp:
         return caller
 
 
-def build_mcp_server(services: GatewayServices) -> RagmeshMcp:
+def build_mcp_server(services: McpServices) -> RagmeshMcp:
     return RagmeshMcp(services)

@@ -18,7 +18,7 @@ import mcp_types as types
 
 from ragmesh_common.errors import RagmeshError
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.web.body import convert_arguments
 
 # (decoded arguments, the caller's lazy admission) -> the REST response Struct.

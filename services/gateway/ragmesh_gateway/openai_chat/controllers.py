@@ -7,14 +7,14 @@ as their API key), scopes, corpus ACL and rate limits as /chat; errors in OpenAI
 from __future__ import annotations
 
 from litestar import Controller, get, post
-from litestar.datastructures import State
 from litestar.openapi import ResponseSpec
 from litestar.response import ServerSentEvent
 
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RouteClass
-from ragmesh_gateway.deps import services_of
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.chat.service import ChatService
 from ragmesh_gateway.openai_chat.presenters import chunks, completion
 from ragmesh_gateway.openai_chat.schemas import (
     ChatCompletion,
@@ -24,8 +24,8 @@ from ragmesh_gateway.openai_chat.schemas import (
     ModelList,
     OpenAiError,
 )
-from ragmesh_gateway.openai_chat.service import model_not_found
-from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.openai_chat.service import OpenAiChatService, model_not_found
+from ragmesh_gateway.settings import GatewaySettings
 
 COMPLETIONS_DESCRIPTION = """OpenAI's Chat Completions API over ragmesh's grounded chat. The answer to the last
 user message cites its sources as [S1], [S2]; the `ragmesh` field lists them (quote, url, source_lines,
@@ -49,14 +49,14 @@ class OpenAiController(Controller):
 
     @get("/models", summary="Models: one per readable corpus, plus 'ragmesh' for all",
          opt={"route_class": RouteClass.READ, "scope": Scope.ANSWER}, responses=_errors(401, 403, 429))
-    async def models(self, caller: Caller, state: State) -> ModelList:
-        service = services_of(state).openai_chat
+    async def models(self, caller: Caller, openai_chat: OpenAiChatService) -> ModelList:
+        service = openai_chat
         return ModelList(data=[Model(id=m, created=service.started_at) for m in service.models(caller)])
 
     @get("/models/{model_id:path}", summary="One model",
          opt={"route_class": RouteClass.READ, "scope": Scope.ANSWER}, responses=_errors(401, 403, 404, 429))
-    async def model(self, model_id: str, caller: Caller, state: State) -> Model:
-        service = services_of(state).openai_chat
+    async def model(self, model_id: str, caller: Caller, openai_chat: OpenAiChatService) -> Model:
+        service = openai_chat
         model_id = model_id.removeprefix("/")
         if model_id not in service.models(caller):
             raise model_not_found(model_id)
@@ -76,15 +76,19 @@ class OpenAiController(Controller):
         },
     )
     async def chat_completions(
-        self, data: ChatCompletionRequest, caller: Caller, state: State
+        self,
+        data: ChatCompletionRequest,
+        caller: Caller,
+        openai_chat: OpenAiChatService,
+        chat: ChatService,
+        settings: GatewaySettings,
     ) -> ChatCompletion | ServerSentEvent:
-        services = services_of(state)
-        plan = services.openai_chat.plan(data, caller)
+        plan = openai_chat.plan(data, caller)
         request_id = request_id_var.get()
         if not plan.stream:
-            return completion(plan, await services.chat.answer(plan.params, caller), request_id)
-        session = await services.openai_chat.open(plan, caller)
+            return completion(plan, await chat.answer(plan.params, caller), request_id)
+        session = await openai_chat.open(plan, caller)
         return ServerSentEvent(
-            chunks(plan, session, request_id, services.settings.heartbeat_s),
+            chunks(plan, session, request_id, settings.heartbeat_s),
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

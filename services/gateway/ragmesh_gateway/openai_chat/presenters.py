@@ -16,15 +16,9 @@ from litestar.response import ServerSentEventMessage
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
+from ragmesh_gateway.chat.ports import AnswerDone, AnswerFailed, AnswerSources, AnswerToken
 from ragmesh_gateway.chat.presenters import cited_security
-from ragmesh_gateway.chat.service import (
-    AnswerDone,
-    AnswerFailed,
-    AnswerSources,
-    AnswerToken,
-    ChatSession,
-    CollectedAnswer,
-)
+from ragmesh_gateway.chat.service import ChatSession, CollectedAnswer
 from ragmesh_gateway.chat.sse import Heartbeat, with_heartbeat
 from ragmesh_gateway.openai_chat.schemas import (
     AssistantMessage,

@@ -12,13 +12,13 @@ from typing import Any
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.chat.conversation import without_citation_markers
-from ragmesh_gateway.chat.ports import Turn
 from ragmesh_gateway.chat.service import ChatParams, ChatService, ChatSession
 from ragmesh_gateway.openai_chat.schemas import ChatCompletionRequest, ChatMessage
 from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.schemas import QUERY_MAX_CHARS
+from ragmesh_gateway.sessions.ports import Turn
 
 ALL_CORPORA = "ragmesh"
 MAX_TOKENS = 4096

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from litestar import Controller, post
-from litestar.di import Provide
 
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_gateway.access import Caller, RouteClass
+from ragmesh_gateway.access.ports import Caller, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.search.presenters import batch_get_response, search_params, search_response
 from ragmesh_gateway.search.schemas import BatchGetRequest, BatchGetResponse, SearchRequest, SearchResponse
 from ragmesh_gateway.search.service import SearchService
-from ragmesh_gateway.security.tokens import Scope
-from ragmesh_gateway.web.dependencies import provide_search
 from ragmesh_gateway.web.errors import error_responses
 
 API = "/api/rag/v1"
@@ -22,7 +20,6 @@ class SearchController(Controller):
     path = API
     tags = ["search"]
     opt = {"route_class": RouteClass.SEARCH, "scope": Scope.SEARCH}
-    dependencies = {"search": Provide(provide_search, sync_to_thread=False)}
 
     @post(
         "/search",

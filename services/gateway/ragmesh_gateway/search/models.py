@@ -1,33 +1,14 @@
 """Domain types of search: what retrieval returns and what the pipeline passes along.
 
-Plain dataclasses, free of protobuf and HTTP types; adapters translate at the edges.
+Plain dataclasses, free of protobuf and HTTP types; adapters translate at the edges. A chunk is the
+mesh-wide record ``ragmesh_common.chunk_record.Chunk``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    chunk_id: str
-    parent_id: str
-    doc_id: str
-    corpus: str
-    library: str
-    version: str
-    title: str
-    heading_path: tuple[str, ...]
-    url: str
-    quote: str
-    content: str = ""
-    source_path: str = ""
-    line_start: int = 0
-    line_end: int = 0
-    page: int = 0
-    tags: tuple[str, ...] = ()
-    download_path: str = ""
-    index_version: str = ""
+from ragmesh_common.chunk_record import Chunk
 
 
 @dataclass(frozen=True, slots=True)

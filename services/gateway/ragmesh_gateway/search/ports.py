@@ -1,4 +1,4 @@
-"""What the search pipeline needs from the outside world; adapters live in ragmesh_gateway.upstream."""
+"""What the search pipeline needs from the outside world; adapters live in ragmesh_gateway.clients."""
 
 from __future__ import annotations
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from ragmesh_gateway.files.links import citation_url
-from ragmesh_gateway.search.models import Chunk, Filters
+from ragmesh_common.chunk_record import CHUNK_FIELDS, Chunk
+
+from ragmesh_gateway.citations import citation_url
+from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.schemas import (
     ArticleChunk,
     BatchGetResponse,
@@ -45,27 +47,23 @@ def filters_from(dto: SearchFilters | None) -> Filters:
     )
 
 
+# The record's fields that the public chunk shows as they are, by name; read once.
+_SHOWN_AS_IS = tuple(name for name in ArticleChunk.__struct_fields__ if name in CHUNK_FIELDS)
+
+
 def _chunk_fields(chunk: Chunk, guard_rules: tuple[str, ...]) -> dict:
+    """A Chunk as ArticleChunk's fields: those it shares by name, then the ones it shows otherwise."""
+    fields = {name: getattr(chunk, name) for name in _SHOWN_AS_IS}
     has_lines = chunk.line_start > 0 and chunk.line_end > 0
-    return dict(
-        chunk_id=chunk.chunk_id,
-        parent_id=chunk.parent_id,
-        doc_id=chunk.doc_id,
-        corpus=chunk.corpus,
-        library=chunk.library,
-        version=chunk.version,
-        title=chunk.title,
+    fields.update(
         heading_path=list(chunk.heading_path),
         url=citation_url(chunk),
-        quote=chunk.quote,
         content=chunk.content or None,
-        source_path=chunk.source_path,
         source_lines=[chunk.line_start, chunk.line_end] if has_lines else None,
         page=chunk.page or None,
-        download_path=chunk.download_path,
-        index_version=chunk.index_version,
         guard_rules=list(guard_rules),
     )
+    return fields
 
 
 def article_chunk(guarded: GuardedChunk) -> ArticleChunk:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -16,7 +16,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import embedding_text, is_chunk_id
 from ragmesh_common.telemetry import Stopwatch, query_hash
 
-from ragmesh_gateway.access import Caller
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.search.models import (
     Chunk,
     Filters,
@@ -26,7 +26,7 @@ from ragmesh_gateway.search.models import (
     ScoredChunk,
 )
 from ragmesh_gateway.search.ports import Reranker, SearchBackend
-from ragmesh_gateway.security.findings import GuardResult, SecuritySummary
+from ragmesh_gateway.security.findings import FindingsSummary, GuardResult
 
 log = logging.getLogger("ragmesh.gateway.search")
 
@@ -67,8 +67,17 @@ class RankedSource:
 
 @dataclass(frozen=True, slots=True)
 class GuardReport:
-    summary: SecuritySummary
+    summary: FindingsSummary
     flagged_sources: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, labelled: Iterable[tuple[str, GuardedChunk]]) -> GuardReport:
+        """The report over these chunks, each under its label (a source id, or a chunk id)."""
+        pairs = list(labelled)
+        return cls(
+            summary=FindingsSummary.of(r for _, guarded in pairs for r in guarded.results),
+            flagged_sources=[label for label, guarded in pairs if guarded.guard_rules],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +126,7 @@ class SearchService:
         # asked for is unreadable or does not exist, so neither can be told from the other.
         if caller.reads_nothing or (asked and not any(caller.can_read(c) for c in asked)):
             return SearchOutcome(
-                sources=[], retrieval=RetrievalResult(results=[]), degraded=[], security=_report([], [])
+                sources=[], retrieval=RetrievalResult(results=[]), degraded=[], security=GuardReport.of([])
             )
         retrieved = await self._backend.search(
             RetrievalQuery(
@@ -155,7 +164,7 @@ class SearchService:
             sources=sources,
             retrieval=retrieved,
             degraded=degraded,
-            security=_report(guarded, [s.source_id for s in sources]),
+            security=GuardReport.of((s.source_id, s.guarded) for s in sources),
         )
 
     async def read_chunks(
@@ -171,7 +180,7 @@ class SearchService:
             if index_version:  # as retrieval answers a version no readable corpus has (removed, say)
                 raise RagmeshError(ErrorCode.INDEX_VERSION_GONE, "that index version is not available",
                                    {"index_version": index_version})
-            return ChunkRead(chunks=[], missing=unique, security=_report([], []))
+            return ChunkRead(chunks=[], missing=unique, security=GuardReport.of([]))
         batch = await self._backend.batch_get(
             unique,
             index_version=index_version,
@@ -184,7 +193,7 @@ class SearchService:
         return ChunkRead(
             chunks=guarded,
             missing=list(batch.missing) + hidden,
-            security=_report(guarded, [g.chunk.chunk_id for g in guarded]),
+            security=GuardReport.of((g.chunk.chunk_id, g) for g in guarded),
         )
 
     async def _rerank(self, query: str, results: list[ScoredChunk], degraded: list[str]) -> list[ScoredChunk]:
@@ -238,12 +247,4 @@ def rerank_candidate(result: ScoredChunk) -> RerankCandidate:
         text=embedding_text(chunk.title, chunk.heading_path, chunk.quote),
         dense=result.scores.get("dense"),
         sparse=result.scores.get("sparse"),
-    )
-
-
-def _report(guarded: list[GuardedChunk], labels: list[str]) -> GuardReport:
-    results = [r for g in guarded for r in g.results]
-    return GuardReport(
-        summary=SecuritySummary.of(results),
-        flagged_sources=[label for label, g in zip(labels, guarded) if g.guard_rules],
     )

@@ -1,8 +1,6 @@
-"""The gateway's security layer: untrusted-text guard, rate limits, tokens, corpus ACL, feedback.
+"""The untrusted-text guard: prompt-injection findings in retrieved text, and their neutralisation.
 
-Domain parts (no client libraries): findings, injection_guard, tokens, client_address and
-``corpus_access.readable_from``. Adapters: ratelimit (Redis), token_store, corpus_access.AccessStore
-and feedback_store (PostgreSQL schema ``gateway``, migrations in ``ragmesh_gateway/store/migrations``).
-Import from the submodules; this package deliberately re-exports nothing so that importing the
-guard never pulls in a database driver.
+Pure domain code (no client libraries) apart from ``metrics`` (the findings counter). Access
+control (tokens, grants, rate limits) lives in ``ragmesh_gateway.access``, the feedback store in
+``ragmesh_gateway.feedback`` and the gateway's migrations in ``ragmesh_gateway.store``.
 """

@@ -60,8 +60,9 @@ class GuardResult:
 
 
 @dataclass(frozen=True, slots=True)
-class SecuritySummary:
-    """Response-level summary: retrieved text is always untrusted, findings or not."""
+class FindingsSummary:
+    """The findings over many guard results: retrieved text is always untrusted, findings or not.
+    (The public DTO built from it is ``search.schemas.SecuritySummary``.)"""
 
     trust: Literal["untrusted"] = "untrusted"
     findings_count: int = 0
@@ -69,7 +70,7 @@ class SecuritySummary:
     rules: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, results: Iterable[GuardResult]) -> SecuritySummary:
+    def of(cls, results: Iterable[GuardResult]) -> FindingsSummary:
         findings = [f for result in results for f in result.findings]
         return cls(
             findings_count=len(findings),

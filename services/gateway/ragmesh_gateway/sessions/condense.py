@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from ragmesh_gateway.chat.ports import QuestionCondenser, Turn
+from ragmesh_gateway.sessions.ports import QuestionCondenser, Turn
 
 MAX_TERMS = 10
 # Only the first cited section: an answer citing three sections would otherwise pull the search

@@ -18,8 +18,8 @@ from typing import Protocol
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.telemetry import query_hash
 
-from ragmesh_gateway.chat.ports import QuestionCondenser, Turn
 from ragmesh_gateway.sessions.condense import condense
+from ragmesh_gateway.sessions.ports import QuestionCondenser, Turn
 
 log = logging.getLogger("ragmesh.gateway.sessions")
 

@@ -25,8 +25,8 @@ from redis.exceptions import RedisError
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.chat.ports import SessionMemory, Turn, unknown_session
 from ragmesh_gateway.sessions.ids import new_session_id, storage_key
+from ragmesh_gateway.sessions.ports import SessionMemory, Turn, unknown_session
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -1,24 +1,32 @@
-"""The edge checks (rate limit, authentication, scope, strict body) and the dependency providers."""
+"""The edge checks (rate limit, authentication, scope, strict body) and the caller they admit.
+
+Names no feature: the composition root hands controllers their services (``GatewayServices.dependencies``)
+and puts the :class:`EdgeGate` in the app state."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
 from litestar.datastructures import State
 
-from ragmesh_gateway.access import Caller, RateLimiter, RequestInfo, RouteClass
-from ragmesh_gateway.chat.service import ChatService
-from ragmesh_gateway.corpora.service import CorpusService
-from ragmesh_gateway.deps import GatewayServices, services_of
-from ragmesh_gateway.files.service import FileService
-from ragmesh_gateway.health.service import ReadinessService
-from ragmesh_gateway.index_admin.service import IndexAdminService
-from ragmesh_gateway.search.service import SearchService
-from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.access.ports import Authenticator, Caller, RateLimiter, RequestInfo, RouteClass
+from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.web.body import strict_json_body
 from ragmesh_gateway.web.request_context import RATE_LIMIT_HEADERS
 
+
+@dataclass(frozen=True, slots=True)
+class EdgeGate:
+    """What the edge checks ask, in this order: the rate limiter, then the authenticator."""
+
+    authenticator: Authenticator
+    rate_limiter: RateLimiter
+
+
+# App-state key of the EdgeGate (the composition root puts it there).
+EDGE_GATE = "ragmesh_edge_gate"
 
 # Scope-state key of the caller the edge checks established for this request.
 CALLER = "ragmesh_caller"
@@ -31,7 +39,7 @@ async def edge_checks(request: Request) -> None:
     bodies spends a rate-limit budget and proves a token before any other work is done.
     """
     if "route_class" in request.route_handler.opt:
-        caller = await checked_caller(request, services_of(request.app.state))
+        caller = await checked_caller(request, request.app.state[EDGE_GATE])
         request.scope.setdefault("state", {})[CALLER] = caller
     await strict_json_body(request)
 
@@ -39,16 +47,16 @@ async def edge_checks(request: Request) -> None:
 async def provide_caller(request: Request, state: State) -> Caller:
     """The caller :func:`edge_checks` admitted (checked here for a route without a route class)."""
     caller = request.scope.get("state", {}).get(CALLER)
-    return caller if caller is not None else await checked_caller(request, services_of(state))
+    return caller if caller is not None else await checked_caller(request, state[EDGE_GATE])
 
 
-async def checked_caller(request: Request, services: GatewayServices) -> Caller:
+async def checked_caller(request: Request, gate: EdgeGate) -> Caller:
     """Rate limit, then authenticate, then the ``scope`` in the handler's ``opt``."""
     opt = request.route_handler.opt
     client = request.client
     info = RequestInfo(headers=request.headers, client_host=client.host if client else None)
-    await admit(services.rate_limiter, info, RouteClass(opt.get("route_class", RouteClass.READ)), request.scope)
-    caller = await services.authenticator.authenticate(info)
+    await admit(gate.rate_limiter, info, RouteClass(opt.get("route_class", RouteClass.READ)), request.scope)
+    caller = await gate.authenticator.authenticate(info)
     if opt.get("scope"):
         # One scope, or a tuple of scopes any one of which will do.
         scopes = opt["scope"] if isinstance(opt["scope"], tuple) else (opt["scope"],)
@@ -63,31 +71,3 @@ async def admit(limiter: RateLimiter, info: RequestInfo, route_class: RouteClass
         scope.setdefault("state", {})[RATE_LIMIT_HEADERS] = dict(decision.headers)
     if not decision.allowed:
         raise decision.refusal()
-
-
-def provide_services(state: State) -> GatewayServices:
-    return services_of(state)
-
-
-def provide_search(state: State) -> SearchService:
-    return services_of(state).search
-
-
-def provide_chat(state: State) -> ChatService:
-    return services_of(state).chat
-
-
-def provide_corpora(state: State) -> CorpusService:
-    return services_of(state).corpora
-
-
-def provide_files(state: State) -> FileService:
-    return services_of(state).files
-
-
-def provide_index_admin(state: State) -> IndexAdminService:
-    return services_of(state).index_admin
-
-
-def provide_readiness(state: State) -> ReadinessService:
-    return services_of(state).readiness

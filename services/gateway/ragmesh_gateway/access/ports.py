@@ -3,7 +3,7 @@
 The embedded default runs with authentication disabled (:class:`AuthDisabled`): every caller reads
 every corpus the gateway serves; a loopback caller is the local operator and may use every route,
 while any other caller may search, read and answer but not touch the index. Token-based adapters
-(``ragmesh_gateway.access_adapters``) plug in here without changes to controllers or services.
+(``ragmesh_gateway.access.adapters``) plug in here without changes to controllers or services.
 
 Order at the edge: rate limit, then authenticate, then check the scope. The rate limiter runs first
 so that a flood of requests (or of guessed tokens) costs one Redis call each and never reaches the
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.corpora.ports import CorpusDirectory
-from ragmesh_gateway.security.tokens import Scope
+from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.catalog import CorpusDirectory
 
 
 class RouteClass(enum.StrEnum):

@@ -1,32 +1,40 @@
-"""The ports the gateway runs on (GatewayDeps) and the application services built on them.
+"""The composition root: the only module that knows every feature.
 
-``build_deps`` picks the real adapters from settings; tests hand ``create_app`` their own
-GatewayDeps with in-process fakes for any port.
+``GatewayDeps`` holds the ports the gateway runs on; ``build_deps`` picks the real adapters from
+settings (gRPC clients in ``clients/``, PostgreSQL and Redis stores); tests hand ``create_app``
+their own GatewayDeps with in-process fakes for any port. ``GatewayServices`` builds the application
+services on those ports and hands them out: to controllers as Litestar dependencies (by parameter
+name), to the edge checks as an :class:`EdgeGate` in the app state, to the MCP edge as a whole.
+``route_handlers`` lists every route and ``PROTOCOL_ERROR_BODIES``/``REFUSAL_BODIES`` the error
+bodies of the protocol edges, so that ``app`` assembles the app without naming a feature.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.handlers import BaseRouteHandler
+from litestar.openapi.spec import OpenAPI
 
 from ragmesh_common import metrics
 from ragmesh_common.settings import MissingSetting
 
-from ragmesh_gateway.access import AuthDisabled, Authenticator, NoRateLimit, RateLimiter
-from ragmesh_gateway.chat.ports import (
-    AnswerGenerator,
-    NoSessionMemory,
-    QuestionCondenser,
-    SessionMemory,
-    StandaloneQuestions,
-)
+from ragmesh_gateway.access.ports import AuthDisabled, Authenticator, NoRateLimit, RateLimiter
+from ragmesh_gateway.catalog import CorpusCatalog, CorpusDirectory, DiscoveredCorpusDirectory
+from ragmesh_gateway.chat.controllers import ChatController
+from ragmesh_gateway.chat.ports import AnswerGenerator
 from ragmesh_gateway.chat.service import ChatService
-from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory, DiscoveredCorpusDirectory
+from ragmesh_gateway.chat.widget_files import widget_router
+from ragmesh_gateway.corpora.controllers import CorporaController
 from ragmesh_gateway.corpora.service import CorpusService
+from ragmesh_gateway.feedback.controllers import FeedbackController
 from ragmesh_gateway.feedback.ports import FeedbackSink, NoFeedbackStorage
 from ragmesh_gateway.feedback.service import FeedbackService
+from ragmesh_gateway.files.controllers import FilesController
 from ragmesh_gateway.files.ports import (
     ConfiguredCorpusRoots,
     CorpusRoots,
@@ -35,17 +43,44 @@ from ragmesh_gateway.files.ports import (
     NothingIndexed,
 )
 from ragmesh_gateway.files.service import FileService
+from ragmesh_gateway.files.view_controller import SourceViewController
+from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 from ragmesh_gateway.health.service import ReadinessService
+from ragmesh_gateway.home.controllers import root
+from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.index_admin.ports import IndexAdmin
 from ragmesh_gateway.index_admin.service import IndexAdminService
+from ragmesh_gateway.mcp.jsonrpc import refusal_body
+from ragmesh_gateway.mcp.mount import McpMount
+from ragmesh_gateway.mcp.protected_resource import ProtectedResourceController
+from ragmesh_gateway.mcp.server import build_mcp_server
+from ragmesh_gateway.openai_chat.contract import declare_refusals
+from ragmesh_gateway.openai_chat.controllers import API_PREFIX as OPENAI_PREFIX
+from ragmesh_gateway.openai_chat.controllers import OpenAiController
+from ragmesh_gateway.openai_chat.presenters import error_body as openai_error_body
 from ragmesh_gateway.openai_chat.service import OpenAiChatService
+from ragmesh_gateway.search.controllers import SearchController
 from ragmesh_gateway.search.ports import Reranker, SearchBackend
 from ragmesh_gateway.search.service import SearchService, TextGuard
 from ragmesh_gateway.security.injection_guard import InjectionGuard
 from ragmesh_gateway.security.metrics import count_injection_findings
 from ragmesh_gateway.sessions.condense import RuleCondenser
+from ragmesh_gateway.sessions.ports import (
+    NoSessionMemory,
+    QuestionCondenser,
+    SessionMemory,
+    StandaloneQuestions,
+)
 from ragmesh_gateway.settings import GatewaySettings
+from ragmesh_gateway.web.allowed_hosts import RefusalBody
+from ragmesh_gateway.web.dependencies import EDGE_GATE, EdgeGate
+from ragmesh_gateway.web.errors import BodyShape
+from ragmesh_gateway.web.openapi_contract import complete_document
+
+# Registered at import so that their zero series are exported from the first scrape.
+import ragmesh_gateway.access.metrics  # noqa: E402,F401
+import ragmesh_gateway.feedback.metrics  # noqa: E402,F401
 
 
 @dataclass
@@ -84,12 +119,12 @@ class GatewayDeps:
 
 def build_deps(settings: GatewaySettings) -> GatewayDeps:
     """Real adapters: gRPC to the downstream services, roots from config."""
-    from ragmesh_gateway.upstream.channels import Channels
-    from ragmesh_gateway.upstream.generation import GrpcAnswerGenerator
-    from ragmesh_gateway.upstream.health import GrpcHealthProbe, GrpcModelProbe
-    from ragmesh_gateway.upstream.indexer import GrpcIndexAdmin
-    from ragmesh_gateway.upstream.rerank import GrpcReranker
-    from ragmesh_gateway.upstream.retrieval import GrpcRetrieval
+    from ragmesh_gateway.clients.channels import Channels
+    from ragmesh_gateway.clients.generation import GrpcAnswerGenerator
+    from ragmesh_gateway.clients.health import GrpcHealthProbe, GrpcModelProbe
+    from ragmesh_gateway.clients.indexer import GrpcIndexAdmin
+    from ragmesh_gateway.clients.rerank import GrpcReranker
+    from ragmesh_gateway.clients.retrieval import GrpcRetrieval
 
     channels = Channels(
         {
@@ -172,7 +207,7 @@ def _add_feedback(settings: GatewaySettings, deps: GatewayDeps) -> None:
 def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
     """Token auth and rate limits when configured; the embedded default keeps both off."""
     if settings.auth_mode == "tokens":
-        from ragmesh_gateway.access_adapters import SecurityStores, TokenAuthenticator
+        from ragmesh_gateway.access.adapters import SecurityStores, TokenAuthenticator
 
         if not settings.postgres_url:
             raise MissingSetting(
@@ -191,9 +226,9 @@ def _add_access_control(settings: GatewaySettings, deps: GatewayDeps) -> None:
     if settings.rate_limits:
         from ragmesh_common.redis_client import connect
 
-        from ragmesh_gateway.access_adapters import RedisRateLimit
-        from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
-        from ragmesh_gateway.security.ratelimit import parse_limits
+        from ragmesh_gateway.access.adapters import RedisRateLimit
+        from ragmesh_gateway.access.ratelimit import RateLimiter as RedisBuckets
+        from ragmesh_gateway.access.ratelimit import parse_limits
 
         if not settings.redis_url:
             raise MissingSetting("RAGMESH_REDIS_URL", "RAGMESH_RATE_LIMITS keeps buckets in Redis")
@@ -264,8 +299,62 @@ class GatewayServices:
         )
 
 
-STATE_KEY = "ragmesh_services"
+    def dependencies(self) -> dict[str, Provide]:
+        """What a controller may ask for by parameter name: a feature's service, or the settings."""
+        provided = {
+            "search": self.search,
+            "chat": self.chat,
+            "corpora": self.corpora,
+            "files": self.files,
+            "admin": self.index_admin,
+            "readiness": self.readiness,
+            "feedback": self.feedback,
+            "openai_chat": self.openai_chat,
+            "settings": self.settings,
+        }
+        return {name: Provide(_constant(value), use_cache=True, sync_to_thread=False)
+                for name, value in provided.items()}
+
+    def state(self) -> State:
+        return State({EDGE_GATE: EdgeGate(self.authenticator, self.rate_limiter)})
 
 
-def services_of(state: State) -> GatewayServices:
-    return state[STATE_KEY]
+def _constant(value: Any) -> Callable[[], Any]:
+    def provide() -> Any:
+        return value
+
+    return provide
+
+
+def route_handlers(services: GatewayServices, mcp: McpMount) -> list[BaseRouteHandler | type]:
+    return [
+        SearchController,
+        ChatController,
+        OpenAiController,
+        FeedbackController,
+        widget_router(),
+        CorporaController,
+        FilesController,
+        SourceViewController,
+        IndexAdminController,
+        HealthController,
+        ProtectedResourceController,
+        root,
+        mcp.route_handler(),
+    ]
+
+
+def mcp_mount(settings: GatewaySettings, services: GatewayServices) -> McpMount:
+    return McpMount(build_mcp_server(services), settings, services)
+
+
+# Routes under a prefix whose errors answer in that protocol's shape (OpenAI's error object).
+PROTOCOL_ERROR_BODIES: dict[str, BodyShape] = {f"{OPENAI_PREFIX}/": openai_error_body}
+# Refused host names under /mcp answer a JSON-RPC error beside the REST fields.
+REFUSAL_BODIES: Mapping[str, RefusalBody] = {"/mcp": refusal_body}
+
+
+def complete_openapi(document: OpenAPI) -> None:
+    """What the generated document lacks: the request contract's errors, the OpenAI route's refusals."""
+    complete_document(document)
+    declare_refusals(document)

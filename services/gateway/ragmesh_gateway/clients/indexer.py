@@ -5,6 +5,8 @@ from __future__ import annotations
 from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
 from ragmesh_common.rpc.client import unary
 
+from ragmesh_gateway.clients.channels import Channels
+from ragmesh_gateway.clients.convert import message_from, record_from
 from ragmesh_gateway.index_admin.ports import (
     BuildProgress,
     BuildResult,
@@ -17,18 +19,12 @@ from ragmesh_gateway.index_admin.ports import (
     RemoveResult,
     VersionInfo,
 )
-from ragmesh_gateway.upstream.channels import Channels
 
 PEER = "indexer"
 
 
 def _promotion(reply: indexer_pb2.PromoteResponse) -> PromoteResult:
-    return PromoteResult(
-        corpus=reply.corpus,
-        active_version=reply.active_version,
-        previous_version=reply.previous_version,
-        changed=reply.changed,
-    )
+    return record_from(PromoteResult, reply)
 
 
 class GrpcIndexAdmin(IndexAdmin):
@@ -44,35 +40,10 @@ class GrpcIndexAdmin(IndexAdmin):
     async def build(self, spec: CorpusSpec, *, force: bool, actor: str, reason: str,
                     admin: bool) -> BuildResult:
         request = indexer_pb2.BuildRequest(
-            corpus=indexer_pb2.CorpusSpec(
-                corpus=spec.corpus,
-                library=spec.library,
-                version=spec.version,
-                root=spec.root,
-                include=spec.include,
-                exclude=spec.exclude,
-                visibility=spec.visibility,
-                license=spec.license,
-                source_url=spec.source_url,
-                url_base=spec.url_base,
-                chunking=spec.chunking,
-            ),
-            force=force,
-            actor=actor,
-            reason=reason,
-            admin=admin,
+            corpus=message_from(indexer_pb2.CorpusSpec, spec), force=force, actor=actor, reason=reason, admin=admin
         )
         reply = await unary(self._stub.Build, request, timeout=self._build_timeout_s, peer=PEER)
-        return BuildResult(
-            index_version=reply.index_version,
-            reused_existing=reply.reused_existing,
-            documents=reply.documents,
-            chunks=reply.chunks,
-            embedded=reply.embedded,
-            reused_vectors=reply.reused_vectors,
-            state=reply.state,
-            files=[FileReport(f.path, f.status, f.reason, f.parser, f.chunks) for f in reply.files],
-        )
+        return record_from(BuildResult, reply, files=[record_from(FileReport, f) for f in reply.files])
 
     async def promote(self, corpus: str, index_version: str, *, actor: str, reason: str) -> PromoteResult:
         request = indexer_pb2.PromoteRequest(
@@ -88,25 +59,14 @@ class GrpcIndexAdmin(IndexAdmin):
         reply = await unary(
             self._stub.Status, indexer_pb2.StatusRequest(corpus=corpus), timeout=self._timeout_s, peer=PEER
         )
-        return IndexStatus(
-            corpus=reply.corpus,
-            active_version=reply.active_version,
-            versions=[
-                VersionInfo(v.index_version, v.state, v.created_at, v.actor, v.reason, v.chunks, v.documents)
-                for v in reply.versions
-            ],
-            in_progress=[BuildProgress(p.index_version, p.stage, p.done, p.total) for p in reply.in_progress],
+        return record_from(
+            IndexStatus,
+            reply,
+            versions=[record_from(VersionInfo, v) for v in reply.versions],
+            in_progress=[record_from(BuildProgress, p) for p in reply.in_progress],
         )
 
     async def remove(self, corpus: str, *, dry_run: bool, actor: str, reason: str) -> RemoveResult:
         request = indexer_pb2.RemoveRequest(corpus=corpus, dry_run=dry_run, actor=actor, reason=reason)
         reply = await unary(self._stub.Remove, request, timeout=self._timeout_s, peer=PEER)
-        return RemoveResult(
-            corpus=reply.corpus,
-            dry_run=reply.dry_run,
-            alias=reply.alias,
-            alias_existed=reply.alias_existed,
-            versions=[RemovedVersion(v.index_version, v.state, v.collection, v.chunks, v.collection_exists)
-                      for v in reply.versions],
-            collections_deleted=list(reply.collections_deleted),
-        )
+        return record_from(RemoveResult, reply, versions=[record_from(RemovedVersion, v) for v in reply.versions])

@@ -17,7 +17,7 @@ from ragmesh_common.pg import apply_migrations
 from ragmesh_common.pg import database_errors as _database_errors
 
 GATEWAY_SCHEMA = "gateway"
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "store" / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 async def migrate(pool: asyncpg.Pool, *, schema: str = GATEWAY_SCHEMA) -> list[str]:

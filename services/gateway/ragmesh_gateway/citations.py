@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from ragmesh_gateway.search.models import Chunk
+from ragmesh_common.chunk_record import Chunk
+
 
 API = "/api/rag/v1"
 

@@ -10,13 +10,13 @@ from ragmesh_common.rpc.client import stream
 from ragmesh_gateway.chat.ports import (
     AnswerGenerator,
     GeneratedSources,
-    GeneratedToken,
+    AnswerToken,
     GenerationEnd,
     GenerationEvent,
     GenerationRequest,
 )
-from ragmesh_gateway.upstream.channels import Channels
-from ragmesh_gateway.upstream.convert import chunk_to_pb
+from ragmesh_gateway.clients.channels import Channels
+from ragmesh_gateway.clients.convert import chunk_to_pb
 
 PEER = "generation"
 
@@ -43,7 +43,7 @@ class GrpcAnswerGenerator(AnswerGenerator):
             async for event in events:
                 kind = event.WhichOneof("event")
                 if kind == "token":
-                    yield GeneratedToken(text=event.token.text)
+                    yield AnswerToken(text=event.token.text)
                 elif kind == "sources":
                     yield GeneratedSources(source_ids=[s.source_id for s in event.sources.sources])
                 elif kind == "done":

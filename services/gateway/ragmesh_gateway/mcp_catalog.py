@@ -1,5 +1,5 @@
 """Print what the MCP server publishes (instructions and tools) as JSON, for the stdio bridge:
-``python -m ragmesh_gateway.mcp.catalog > libs/ragmesh_cli/mcp_catalog.json``.
+``python -m ragmesh_gateway.mcp_catalog > libs/ragmesh_cli/mcp_catalog.json``.
 
 ``ragmesh mcp`` serves tools/list from that copy while the gateway cannot be reached, so a desktop
 client sees the tools from its first request; tests/contract/test_mcp_schemas.py fails while the
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from ragmesh_gateway.deps import GatewayServices, build_deps
+from ragmesh_gateway.composition import GatewayServices, build_deps
 from ragmesh_gateway.mcp.server import build_mcp_server
 from ragmesh_gateway.settings import GatewaySettings
 

@@ -6,9 +6,9 @@ from ragmesh.v1 import rerank_pb2, rerank_pb2_grpc
 from ragmesh_common.rpc.client import unary
 from ragmesh_common.telemetry import request_id_var
 
+from ragmesh_gateway.clients.channels import Channels
 from ragmesh_gateway.search.models import RerankCandidate, RerankedIndex
 from ragmesh_gateway.search.ports import Reranker
-from ragmesh_gateway.upstream.channels import Channels
 
 PEER = "rerank"
 

@@ -30,7 +30,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.metrics import DEGRADED
 from redis.exceptions import RedisError
 
-from ragmesh_gateway.security.metrics import count_rate_limited
+from ragmesh_gateway.access.metrics import count_rate_limited
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

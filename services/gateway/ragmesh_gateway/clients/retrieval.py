@@ -5,12 +5,12 @@ from __future__ import annotations
 from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 from ragmesh_common.rpc.client import unary
 
-from ragmesh_gateway.corpora.ports import AllCorporaLister, CorpusCatalog, CorpusInfo, IndexStats
+from ragmesh_gateway.catalog import AllCorporaLister, CorpusCatalog, CorpusInfo, IndexStats
+from ragmesh_gateway.clients.channels import Channels
+from ragmesh_gateway.clients.convert import chunk_from_pb, filters_to_pb, message_from, record_from, scored_from_pb
 from ragmesh_gateway.files.ports import IndexedSources
 from ragmesh_gateway.search.models import ChunkBatch, RetrievalQuery, RetrievalResult
 from ragmesh_gateway.search.ports import SearchBackend
-from ragmesh_gateway.upstream.channels import Channels
-from ragmesh_gateway.upstream.convert import chunk_from_pb, filters_to_pb, scored_from_pb
 
 PEER = "retrieval"
 
@@ -27,26 +27,11 @@ class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog, IndexedSourc
     async def search(self, query: RetrievalQuery) -> RetrievalResult:
         reply = await unary(
             self._stub.Search,
-            retrieval_pb2.SearchRequest(
-                query=query.query,
-                top_k=query.top_k,
-                filters=filters_to_pb(query.filters),
-                readable_corpora=list(query.readable_corpora),
-                include_content=query.include_content,
-            ),
+            message_from(retrieval_pb2.SearchRequest, query, filters=filters_to_pb(query.filters)),
             timeout=self._timeout_s,
             peer=PEER,
         )
-        return RetrievalResult(
-            results=[scored_from_pb(r) for r in reply.results],
-            query_mode=reply.query_mode,
-            index_versions=list(reply.index_versions),
-            degraded=list(reply.degraded),
-            filtered_by_threshold=reply.filtered_by_threshold,
-            hint=reply.hint,
-            top_k_truncated=reply.top_k_truncated,
-            skipped_libraries=list(reply.skipped_libraries),
-        )
+        return record_from(RetrievalResult, reply, results=[scored_from_pb(r) for r in reply.results])
 
     async def batch_get(
         self,
@@ -83,22 +68,7 @@ class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog, IndexedSourc
             peer=PEER,
         )
         return [
-            CorpusInfo(
-                corpus=c.corpus,
-                library=c.library,
-                version=c.version,
-                visibility=c.visibility or "public",
-                active_index_version=c.active_index_version,
-                points=c.points,
-                documents=c.documents,
-                state=c.state or "empty",
-                license=c.license,
-                source_url=c.source_url,
-                root=c.root,
-                embedder=c.embedder,
-                search=c.search,
-                keyword_only_reason=c.keyword_only_reason,
-            )
+            record_from(CorpusInfo, c, visibility=c.visibility or "public", state=c.state or "empty")
             for c in reply.corpora
         ]
 
@@ -120,12 +90,4 @@ class GrpcRetrieval(AllCorporaLister, SearchBackend, CorpusCatalog, IndexedSourc
             timeout=self._timeout_s,
             peer=PEER,
         )
-        return IndexStats(
-            corpora=reply.corpora,
-            points=reply.points,
-            documents=reply.documents,
-            embedding_model=reply.embedding_model,
-            vector_size=reply.vector_size,
-            lexical_tokenizer=reply.lexical_tokenizer,
-            store=reply.store,
-        )
+        return record_from(IndexStats, reply)

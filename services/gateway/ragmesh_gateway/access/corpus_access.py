@@ -16,8 +16,8 @@ import asyncpg
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.security.database import database_errors
-from ragmesh_gateway.security.tokens import Principal, check_client_id
+from ragmesh_gateway.access.tokens import Principal, check_client_id
+from ragmesh_gateway.store.database import database_errors
 
 PUBLIC = "public"
 INTERNAL = "internal"

@@ -14,8 +14,7 @@ import asyncpg
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
-from ragmesh_gateway.security.database import database_errors
-from ragmesh_gateway.security.tokens import (
+from ragmesh_gateway.access.tokens import (
     Principal,
     Scope,
     TokenInfo,
@@ -26,6 +25,7 @@ from ragmesh_gateway.security.tokens import (
     split_bearer,
     unauthenticated,
 )
+from ragmesh_gateway.store.database import database_errors
 
 
 class TokenStore:

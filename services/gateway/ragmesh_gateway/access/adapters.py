@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.pg import create_pool
 
-from ragmesh_gateway.access import Authenticator, Caller, RateDecision, RateLimiter, RequestInfo, RouteClass
-from ragmesh_gateway.corpora.ports import CorpusCatalog, CorpusDirectory
-from ragmesh_gateway.security.client_address import bearer_key, client_key
-from ragmesh_gateway.security.corpus_access import AccessStore
-from ragmesh_gateway.security.database import GATEWAY_SCHEMA, migrate
-from ragmesh_gateway.security.ratelimit import Limit, rate_limit_headers
-from ragmesh_gateway.security.ratelimit import RateLimiter as RedisBuckets
-from ragmesh_gateway.security.token_store import TokenStore
-from ragmesh_gateway.security.tokens import Scope, unauthenticated
+from ragmesh_gateway.access.client_address import bearer_key, client_key
+from ragmesh_gateway.access.corpus_access import AccessStore
+from ragmesh_gateway.access.ports import Authenticator, Caller, RateDecision, RateLimiter, RequestInfo, RouteClass
+from ragmesh_gateway.access.ratelimit import Limit, rate_limit_headers
+from ragmesh_gateway.access.ratelimit import RateLimiter as RedisBuckets
+from ragmesh_gateway.access.token_store import TokenStore
+from ragmesh_gateway.access.tokens import Scope, unauthenticated
+from ragmesh_gateway.catalog import CorpusCatalog, CorpusDirectory
+from ragmesh_gateway.store.database import GATEWAY_SCHEMA, migrate
 
 # What a caller without a token may do when anonymous access is on: the site's chat, over public
 # corpora only. Everything else asks for a token (401).

@@ -8,8 +8,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh_common.rpc.health_names import MODEL_HEALTH_PREFIX
 
+from ragmesh_gateway.clients.channels import Channels
 from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
-from ragmesh_gateway.upstream.channels import Channels
 
 
 async def _check(channels: Channels, peer: str, service: str, timeout_s: float) -> bool | None:
