@@ -109,14 +109,14 @@ async def test_verified_answer_streams_segment_by_segment() -> None:
 
 async def test_first_sentence_is_sent_before_the_model_finishes() -> None:
     gate = Gate()
-    model = ScriptedChatModel(["Port 8080 [S2].", " Next", gate, " sentence [S2]."])
+    model = ScriptedChatModel(["Port 8080 [S2].", " It is", gate, " the default [S2]."])
     events = GroundedAnswerer(model, SETTINGS).answer(request(), time_remaining=None)
     first = await anext(events)
     assert first == AnswerToken("Port 8080 [S2].")
     assert not model.finished[0]
     gate.opened.set()
     rest = [e async for e in events]
-    assert rest[0] == AnswerToken(" Next sentence [S2].")
+    assert rest[0] == AnswerToken(" It is the default [S2].")
     assert rest[-1].answer_status is AnswerStatus.ANSWERED
 
 
