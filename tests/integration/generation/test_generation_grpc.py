@@ -29,7 +29,9 @@ def generate_request(question: str, *sources: generation_pb2.Source, **kwargs) -
 async def events_of(stub, req, timeout: float = 30) -> tuple[list[str], list[str], generation_pb2.Terminal]:
     events = [e async for e in rpc_client.stream(stub.Generate, req, timeout=timeout, peer="generation")]
     kinds = [e.WhichOneof("event") for e in events]
-    # Protocol: token*, then exactly one sources, then exactly one done, last.
+    # Protocol: meta first, token*, then exactly one sources, then exactly one done, last.
+    assert kinds[0] == "meta", kinds
+    events, kinds = events[1:], kinds[1:]
     assert kinds[-2:] == ["sources", "done"], kinds
     assert set(kinds[:-2]) <= {"token"}, kinds
     tokens = [e.token.text for e in events[:-2]]
@@ -95,6 +97,7 @@ async def test_cancelling_the_call_stops_the_runtime_stream(fake_llm, start_gene
     runtime.script.delay_s = 0.05
     stub = await start_generation(url)
     call = stub.Generate(generate_request("port?", source("S2", PORTS)), timeout=30)
+    assert (await call.read()).WhichOneof("event") == "meta"
     first = await call.read()
     assert first.WhichOneof("event") == "token"
     call.cancel()
