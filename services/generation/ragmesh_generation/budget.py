@@ -144,7 +144,8 @@ async def _fit(question: str, sources: Sequence[EvidenceSource], history: Sequen
     while True:
         # The strict retry prompt is the longer one: fit that, and both attempts send the same sources.
         messages = build_messages(question, [], history, problems=[STRICT_PROBLEMS_ALLOWANCE])
-        fixed = sum([await count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages])
+        # Each message's role markers, and the assistant turn the template opens after them.
+        fixed = sum([await count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages]) + MESSAGE_OVERHEAD_TOKENS
         if fixed + MIN_SOURCE_TOKENS <= budget or not history:
             break
         history = history[1:]
@@ -164,7 +165,7 @@ async def _fit(question: str, sources: Sequence[EvidenceSource], history: Sequen
             fitted.dropped.append(source.source_id)
     if sources and not fitted.sources:
         return None
-    fitted.tokens = budget - left + MESSAGE_OVERHEAD_TOKENS
+    fitted.tokens = budget - left
     return fitted
 
 

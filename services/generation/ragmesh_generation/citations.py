@@ -134,7 +134,8 @@ class CitationChecker:
                 problems.append(Problem("foreign_url"))
         if known and not problems:  # a wrong quote or URL is the more precise reason
             backing = [self.indexed[s] for s in known]
-            if not all(support(sentence, backing).passes() for sentence in sentences(segment)):
+            said = sentences(segment)  # none: the segment is only markers
+            if not said or not all(support(sentence, backing).passes() for sentence in said):
                 problems.append(Problem("unsupported_statement", tuple(known)))
         return SegmentCheck(cited, tuple(problems))
 

@@ -13,8 +13,8 @@ two real sources that never mention LDAP. A cited sentence is *supported* when
 
 The exact terms are where an invented answer shows (a number, a setting, a command, a product),
 so none may be missing; the word share tolerates the glue a model adds ("at once", "you can").
-Thresholds are measured with bench/generation_checks.py (see docs/answers.md); a sentence with no
-content words at all ("Yes.") has nothing to check and passes.
+Thresholds are measured with bench/generation_checks.py (see docs/answers.md). Text that says
+nothing checkable at all (only markers, symbols or stop words) is not supported: it is noise.
 
 Pure functions over strings, CPU-light (a few regexes per sentence); no model.
 """
@@ -65,13 +65,14 @@ class Support:
     missing_terms: tuple[str, ...]  # exact terms found in none of the texts
     words: int  # content words of the sentence
     words_found: int
+    claims: int  # words, numbers, code spans and terms: 0 for noise ("**", "\ufffd")
 
     @property
     def word_share(self) -> float:
         return self.words_found / self.words if self.words else 1.0
 
     def passes(self, min_share: float = MIN_WORD_SUPPORT) -> bool:
-        return not self.missing_terms and self.word_share >= min_share
+        return self.claims > 0 and not self.missing_terms and self.word_share >= min_share
 
 
 @lru_cache(maxsize=1)
@@ -165,7 +166,8 @@ def support(sentence: str, sources: Sequence[SourceText]) -> Support:
     missing += [f"`{c}`" for c in claims.codes if not any(c in s.folded for s in sources)]
     missing += [t for t in claims.terms if not any(_term_in(t, s) for s in sources)]
     found = sum(any(w in s.words for s in sources) for w in claims.words)
-    return Support(tuple(missing), len(claims.words), found)
+    size = len(claims.words) + len(claims.numbers) + len(claims.codes) + len(claims.terms)
+    return Support(tuple(missing), len(claims.words), found, size)
 
 
 def _term_in(term: str, source: SourceText) -> bool:
