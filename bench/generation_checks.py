@@ -59,6 +59,7 @@ from ragmesh_generation.citations import CitationChecker  # noqa: E402
 from ragmesh_generation.domain import AnswerDone, AnswerRequest, AnswerToken, EvidenceSource, PromptFit  # noqa: E402
 from ragmesh_generation.openai_chat import OpenAIChatModel  # noqa: E402
 from ragmesh_generation.ports import ChatModel, ModelDelta  # noqa: E402
+from ragmesh_generation.prompt import INSUFFICIENT_EVIDENCE  # noqa: E402
 from ragmesh_generation.segments import SegmentBuffer  # noqa: E402
 from ragmesh_generation.settings import GenerationSettings  # noqa: E402
 from ragmesh_generation.support import sentences, support  # noqa: E402
@@ -166,6 +167,8 @@ class RecordingModel(ChatModel):
 
 def review(output: str, checker: CitationChecker) -> dict:
     """What the checks find in one raw model output, segment by segment, and each sentence's support."""
+    if INSUFFICIENT_EVIDENCE in output:
+        return {"output": output, "problems": [], "sentences": [], "refused": True}
     buffer = SegmentBuffer()
     segments = buffer.feed(output)
     more, tail = buffer.finish()
