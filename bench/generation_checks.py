@@ -176,7 +176,7 @@ def review(output: str, checker: CitationChecker) -> dict:
     for segment in segments + ([tail] if tail.strip() else []):
         check = checker.check(segment)
         problems += [p.kind for p in check.problems]
-        backing = [checker.indexed[s] for s in check.cited if s in checker.indexed]
+        backing = [checker.source_text(s) for s in check.cited if s in checker.indexed]
         for sentence in sentences(segment):
             found = support(sentence, backing) if backing else None
             rows.append({"cited": list(check.cited), "sentence": sentence[:300],

@@ -113,8 +113,20 @@ class CitationChecker:
 
     def __init__(self, sources: Sequence[EvidenceSource]) -> None:
         self._texts = {s.source_id: normalize_for_match(s.text) for s in sources}
-        self.indexed = {s.source_id: SourceText(s.text) for s in sources}
+        self._raw = {s.source_id: s.text for s in sources}
+        self._indexed: dict[str, SourceText] = {}
         self._urls = {normalize_url(u) for u in _source_urls(sources)}
+
+    def source_text(self, source_id: str) -> SourceText:
+        """A source indexed for support checks, built when first cited (most are never cited)."""
+        if source_id not in self._indexed:
+            self._indexed[source_id] = SourceText(self._raw[source_id])
+        return self._indexed[source_id]
+
+    @property
+    def indexed(self) -> dict[str, SourceText]:
+        """Every source, indexed (for attribution, which may pick any of them), in the order given."""
+        return {source_id: self.source_text(source_id) for source_id in self._raw}
 
     def check(self, segment: str) -> SegmentCheck:
         cited = tuple(cited_ids(segment))
@@ -133,7 +145,7 @@ class CitationChecker:
             if normalize_url(url) not in self._urls:
                 problems.append(Problem("foreign_url"))
         if known and not problems:  # a wrong quote or URL is the more precise reason
-            backing = [self.indexed[s] for s in known]
+            backing = [self.source_text(s) for s in known]
             said = sentences(segment)  # none: the segment is only markers
             if not said or not all(support(sentence, backing).passes() for sentence in said):
                 problems.append(Problem("unsupported_statement", tuple(known)))

@@ -54,8 +54,6 @@ _UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six"
           "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19}
 _TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
          "ninety": 90}
-_SPELLED = re.compile(r"\b(" + "|".join(_TENS) + r")(?:[-\s](" + "|".join(k for k in _UNITS if _UNITS[k] < 10)
-                      + r"))?\b|\b(" + "|".join(_UNITS) + r")\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -95,28 +93,42 @@ def canonical_number(text: str) -> str:
     return text if "." in text else text.lstrip("0") or "0"
 
 
-def _spelled_numbers(text: str) -> Iterable[str]:
-    for match in _SPELLED.finditer(text):
-        if match.group(3):
-            yield str(_UNITS[match.group(3).lower()])
-        else:
-            yield str(_TENS[match.group(1).lower()] + (_UNITS[match.group(2).lower()] if match.group(2) else 0))
-
-
 class SourceText:
     """One source's text, indexed once for every sentence checked against it."""
 
     def __init__(self, text: str) -> None:
         self.folded = _fold(text)
-        self.numbers = {canonical_number(n) for n in _NUMBER.findall(self.folded)}
-        self.numbers.update(_spelled_numbers(self.folded))
         self.words = set(content_words(self.folded))
+        self.numbers = {canonical_number(n) for n in _NUMBER.findall(self.folded)}
+        self.numbers.update(w for w in self.words if w.isdigit())  # spelled out: "forty-two" is 42
 
 
 def content_words(text: str) -> list[str]:
-    """Stemmed content words, stop words and single letters dropped; spelled numbers as digits."""
-    text = _SPELLED.sub(lambda m: next(iter(_spelled_numbers(m.group(0)))), text)
-    return [t for t in _lexical().tokens(text) if len(t) > 1 or not t.isalpha()]
+    """Stemmed content words, stop words and single letters dropped; spelled numbers as digits
+    (``forty-two`` -> ``42``), read from the tokens rather than by another pass over the text."""
+    units, tens = _stemmed_numbers()
+    words: list[str] = []
+    for token in _lexical().tokens(text):
+        if token in units and words and words[-1] in _TENS_DIGITS and units[token] < 10:
+            words[-1] = str(int(words[-1]) + units[token])
+        elif token in units:
+            words.append(str(units[token]))
+        elif token in tens:
+            words.append(str(tens[token]))
+        elif len(token) > 1 or not token.isalpha():
+            words.append(token)
+    return words
+
+
+_TENS_DIGITS = frozenset(str(v) for v in _TENS.values())
+
+
+@lru_cache(maxsize=1)
+def _stemmed_numbers() -> tuple[dict[str, int], dict[str, int]]:
+    """Number words as the lexical tokenizer stems them ("twenty" -> "twenti")."""
+    def stems(table: dict[str, int]) -> dict[str, int]:
+        return {token: value for word, value in table.items() for token in _lexical().tokens(word)}
+    return stems(_UNITS), stems(_TENS)
 
 
 @dataclass(frozen=True)
