@@ -254,6 +254,7 @@ async def run(args: argparse.Namespace, url: str, chosen: list[Case]) -> dict:
     problems = Counter()
     records, latencies, answered_hits = [], [], []
     name = ""
+    out = args.records.open("w", encoding="utf-8") if args.records else None
     try:
         for case in chosen:
             model.outputs = []
@@ -298,13 +299,15 @@ async def run(args: argparse.Namespace, url: str, chosen: list[Case]) -> dict:
                                     "cut": list(fit.sources_cut), "dropped": list(fit.sources_dropped),
                                     "counted_by": fit.counted_by},
                             "outputs": reviews, "seconds": round(latencies[-1], 2)})
+            if out is not None:  # as it goes: a long run on a busy machine leaves what it did
+                out.write(json.dumps(records[-1], ensure_ascii=False) + "\n")
+                out.flush()
             if args.verbose:
                 print(json.dumps(records[-1], ensure_ascii=False)[:600], file=sys.stderr)
     finally:
         await model.close()
-    if args.records:
-        with open(args.records, "w", encoding="utf-8") as out:
-            out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        if out is not None:
+            out.close()
     outcomes = ("passed", "repaired", "regenerated", "truncated", "withheld", "refused")
     return {
         "bench": "generation_checks", "server": args.server if not args.url else "url", "model": name,
