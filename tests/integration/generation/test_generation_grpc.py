@@ -185,3 +185,11 @@ async def test_bad_input_is_a_grpc_error_with_its_code(start_generation, free_po
     with pytest.raises(grpc.aio.AioRpcError) as raw:
         await call.read()
     assert raw.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_question_too_long_for_the_models_context_is_query_too_long(start_generation, free_port) -> None:
+    # No runtime call is needed to know: the configured context cannot hold the question and any source.
+    stub = await start_generation(f"http://127.0.0.1:{free_port()}/v1", max_context_tokens=900)
+    with pytest.raises(RagmeshError) as caught:
+        await events_of(stub, generate_request("why " * 800, source("S2", PORTS)))
+    assert caught.value.code is ErrorCode.QUERY_TOO_LONG
