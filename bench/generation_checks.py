@@ -324,6 +324,34 @@ async def run(args: argparse.Namespace, url: str, chosen: list[Case]) -> dict:
     }
 
 
+def measure_tokens(url: str, chars_per_token: float) -> dict:
+    """The budget's character estimate against the served model's own /tokenize, per answer set:
+    real / estimated tokens over paragraphs (>= 80 characters, cut at 1,500) of each corpus."""
+    import httpx
+
+    from ragmesh_generation.budget import estimate_tokens
+
+    texts = {"product_docs_qa": [t for _, _, t in sections(PRODUCT_DOCS)],
+             "xquad-en-qa": [t for _, _, t in sections(XQUAD)][:120] if XQUAD.exists() else []}
+    zh = XQUAD.parent / "xquad-zh" / "corpus.jsonl"
+    if zh.exists():
+        texts["xquad-zh"] = [json.loads(line).get("text", "") for line in zh.read_text("utf-8").splitlines()[:60]]
+    root = url.removesuffix("/v1")
+    out = {}
+    with httpx.Client(timeout=60) as http:
+        for name, paragraphs in texts.items():
+            ratios = []
+            for text in (p[:1500] for p in paragraphs if len(p) >= 80):
+                real = len(http.post(f"{root}/tokenize", json={"content": text}).json()["tokens"])
+                ratios.append(real / estimate_tokens(text, chars_per_token))
+            if ratios:
+                ratios.sort()
+                out[name] = {"paragraphs": len(ratios), "p50": round(ratios[len(ratios) // 2], 2),
+                             "p95": round(ratios[int(len(ratios) * 0.95)], 2), "max": round(ratios[-1], 2)}
+    return {"bench": "generation_checks", "measure": "real_over_estimated_tokens",
+            "chars_per_token": chars_per_token, **out}
+
+
 def classify(done: AnswerDone) -> str:
     status = done.answer_status.value
     if status == "withheld":
@@ -349,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context-tokens", type=int, default=0, help="RAGMESH_GENERATION_MAX_CONTEXT_TOKENS (0: ask)")
     p.add_argument("--records", type=Path, help="write one JSON line per question (raw outputs, support)")
     p.add_argument("--smoke", action="store_true", help="two questions of product-docs, short answers")
+    p.add_argument("--measure-tokens", action="store_true",
+                   help="only compare the budget's token estimate with the model's /tokenize (llamacpp)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     datasets = [("product_docs_qa", PRODUCT_DOCS), ("xquad-en-qa", XQUAD)]
@@ -358,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         url = args.url or stack.enter_context(
             llamacpp_server(args.n_ctx, args.threads) if args.server == "llamacpp" else extractive_server())
+        if args.measure_tokens:
+            print(json.dumps(measure_tokens(url, GenerationSettings().chars_per_token)))
+            return 0
         summary = asyncio.run(run(args, url, chosen))
     print(json.dumps(summary))
     counted = sum(summary[k] for k in ("passed", "repaired", "regenerated", "truncated", "withheld", "refused"))
