@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Sequence
 
 import httpx
 import openai
@@ -56,12 +56,14 @@ class ChatClient:
         return self.model
 
     async def stream_chat(
-        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0
+        self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float = 0.0,
+        stop: Sequence[str] = (),
     ) -> AsyncIterator[ChatDelta]:
         model = await self.resolve_model()
         try:
             stream = await self._client.chat.completions.create(
-                model=model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True
+                model=model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
+                stop=list(stop) if stop else openai.NOT_GIVEN,
             )
             # `async with` closes the HTTP stream as soon as the consumer stops (cancel, early exit).
             async with stream:

@@ -45,14 +45,16 @@ from ragmesh_common import metrics as shared_metrics
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import query_hash, tracer
 
+from ragmesh_generation.budget import PromptBudget, cut_source
 from ragmesh_generation.citations import PROBLEM_TEXT, CitationChecker
 from ragmesh_generation.domain import (
-    AnswerDone, AnswerEvent, AnswerRequest, AnswerStatus, AnswerToken, CitedSources, EvidenceSource, HistoryTurn,
+    AnswerDone, AnswerEvent, AnswerRequest, AnswerStatus, AnswerToken, CitedSources, HistoryTurn, PromptFit,
 )
-from ragmesh_generation.metrics import ANSWERS, TTFT, VERIFICATION_FAILURES
+from ragmesh_generation.metrics import ANSWERS, ATTRIBUTIONS, TTFT, VERIFICATION_FAILURES
 from ragmesh_generation.ports import ChatModel
 from ragmesh_generation.prompt import INSUFFICIENT_EVIDENCE, REFUSAL_TEXT, build_messages
 from ragmesh_generation.segments import SegmentBuffer
+from ragmesh_generation.support import attribute
 from ragmesh_generation.settings import GenerationSettings
 
 log = logging.getLogger("ragmesh.generation")
@@ -60,6 +62,9 @@ log = logging.getLogger("ragmesh.generation")
 _SOURCE_ID = re.compile(r"S[1-9]\d{0,3}")
 # Kept back from the caller's deadline so the terminal event still reaches it.
 DEADLINE_MARGIN_S = 0.25
+# Characters of streamed text per token of max_tokens past which the runtime is not stopping
+# (the longest tokens of BPE vocabularies are ~16 characters).
+MAX_CHARS_PER_TOKEN = 16
 
 
 class _Outcome(enum.Enum):
@@ -77,6 +82,7 @@ class _Attempt:
     error: RagmeshError | None = None
     model: str = ""
     finish_reason: str = ""
+    repaired: bool = False  # its tail was cited by attribution
 
     def fail(self, error: RagmeshError) -> None:
         self.outcome, self.error = _Outcome.FAILED, error
@@ -100,6 +106,8 @@ class GroundedAnswerer:
         self._model = model
         self._settings = settings
         self._tracer = span_tracer or tracer("ragmesh.generation")
+        self._budget = PromptBudget(model, max_context_tokens=settings.max_context_tokens,
+                                    chars_per_token=settings.chars_per_token, use_tokenizer=settings.use_tokenizer)
 
     def prepare(self, request: AnswerRequest) -> AnswerRequest:
         """Validate and cap a request; raises RagmeshError for input the caller must fix."""
@@ -122,7 +130,7 @@ class GroundedAnswerer:
         history = [HistoryTurn(t.role, t.content[: limits.max_turn_chars]) for t in request.history
                    if t.content.strip()]
         history = history[-limits.max_history_turns:] if limits.max_history_turns > 0 else []
-        sources = [_cut(s, limits.max_source_chars) for s in request.sources]
+        sources = [cut_source(s, limits.max_source_chars) for s in request.sources]
         max_tokens = min(request.max_tokens or limits.default_max_tokens, limits.max_tokens_limit)
         return AnswerRequest(request.question, sources, history, request.request_id, max_tokens)
 
@@ -130,6 +138,7 @@ class GroundedAnswerer:
         request = self.prepare(request)
         started = time.perf_counter()
         if not request.sources:
+            yield PromptFit()
             yield AnswerToken(REFUSAL_TEXT)
             yield CitedSources(())
             yield self._finish(request, AnswerDone(AnswerStatus.INSUFFICIENT_EVIDENCE, "", "no_sources",
@@ -139,6 +148,9 @@ class GroundedAnswerer:
         if time_remaining is not None:
             budget = min(budget, time_remaining - DEADLINE_MARGIN_S)
         deadline = asyncio.get_running_loop().time() + budget
+        fitted = await self._budget.fit(request.question, request.sources, request.history, request.max_tokens)
+        yield fitted.fit
+        request = replace(request, sources=fitted.sources, history=fitted.history, max_tokens=fitted.max_tokens)
         checker = CitationChecker(request.sources)
         sent = _Sent()
         attempt = _Attempt(0)
@@ -173,6 +185,7 @@ class GroundedAnswerer:
             TTFT.observe(time.perf_counter() - started)
             yield AnswerToken(REFUSAL_TEXT)
         yield CitedSources(tuple(sent.cited))
+        done = replace(done, repaired=attempt.repaired)
         yield self._finish(request, done, started, attempts=attempt.number, problems=attempt.problems)
 
     def _conclude(self, attempt: _Attempt, sent: _Sent) -> AnswerDone:
@@ -193,6 +206,7 @@ class GroundedAnswerer:
 
     def _finish(self, request: AnswerRequest, done: AnswerDone, started: float, *, attempts: int,
                 problems: list[str] | None = None) -> AnswerDone:
+        done = replace(done, attempts=attempts, problems=tuple(dict.fromkeys(problems or ())))
         ANSWERS.labels(status=done.answer_status.value).inc()
         for component in done.degraded:
             shared_metrics.DEGRADED.labels("generation", component).inc()
@@ -200,6 +214,7 @@ class GroundedAnswerer:
             "status": done.answer_status.value, "finish_reason": done.finish_reason,
             "error_code": done.error_code, "attempts": attempts, "problems": sorted(set(problems or ())),
             "sources": len(request.sources), "answer_chars": len(done.answer), "model": done.model,
+            "repaired": done.repaired,
             "question_hash": query_hash(request.question),
             "ms": round((time.perf_counter() - started) * 1000, 1)}})
         return done
@@ -231,6 +246,8 @@ class GroundedAnswerer:
             span.set_attribute("gen_ai.request.model", attempt.model)
             buffer = SegmentBuffer()
             received = released = False
+            # A runtime that ignores max_tokens is stopped here, not at the deadline.
+            max_chars, chars = max_tokens * MAX_CHARS_PER_TOKEN, 0
             async with contextlib.aclosing(self._model.stream(messages, max_tokens=max_tokens)) as stream:
                 while True:
                     limit = self._settings.idle_timeout_s if received else self._settings.first_token_timeout_s
@@ -252,6 +269,11 @@ class GroundedAnswerer:
                         attempt.fail(exc)
                         return
                     received = True
+                    chars += len(delta.text)
+                    if chars > max_chars:
+                        attempt.fail(RagmeshError(ErrorCode.RUNTIME_ERROR,
+                                                  "generation runtime did not stop at max_tokens"))
+                        return
                     attempt.model = delta.model or attempt.model
                     attempt.finish_reason = delta.finish_reason or attempt.finish_reason
                     for segment in buffer.feed(delta.text):
@@ -273,6 +295,13 @@ class GroundedAnswerer:
                     return
                 released = True
                 yield segment, cited
+            if tail.strip() and self._settings.attribution and attempt.finish_reason != "length":
+                repaired = self._attribute(tail, checker, attempt)
+                ATTRIBUTIONS.labels(outcome="repaired" if repaired else "not_attributable").inc()
+                for segment, cited in repaired or ():
+                    released = attempt.repaired = True
+                    yield segment, cited
+                tail = "" if repaired else tail
             if tail.strip():
                 attempt.outcome, attempt.problems = _Outcome.UNVERIFIED, ["no_citation"]
             elif not released:
@@ -289,6 +318,24 @@ class GroundedAnswerer:
                 span.set_status(trace.StatusCode.ERROR, attempt.error.code.value)
             span.end()
 
+    @classmethod
+    def _attribute(cls, tail: str, checker: CitationChecker, attempt: _Attempt) -> list[tuple[str, tuple[str, ...]]]:
+        """The uncited end of a finished answer as verified segments, cited by the sources that
+        hold its sentences; empty when some sentence is in no source or a check still fails
+        (all or nothing: a half-repaired answer would read as if the rest had been checked)."""
+        cited_text = attribute(tail, checker.indexed)
+        if cited_text is None:
+            return []
+        buffer = SegmentBuffer()
+        segments = buffer.feed(cited_text)
+        more, rest = buffer.finish()
+        segments += more
+        probe = _Attempt(attempt.number)
+        checked = [(segment, cls._verify(segment, checker, probe)) for segment in segments]
+        if rest.strip() or any(cited is None for _, cited in checked):
+            return []
+        return [(segment, cited) for segment, cited in checked if cited is not None]
+
     @staticmethod
     def _verify(segment: str, checker: CitationChecker, attempt: _Attempt) -> tuple[str, ...] | None:
         """The segment's citations if it may be sent; None (outcome set) if it may not."""
@@ -300,29 +347,6 @@ class GroundedAnswerer:
             attempt.outcome, attempt.problems = _Outcome.UNVERIFIED, [p.kind for p in check.problems]
             return None
         return check.cited
-
-
-def _cut(source: EvidenceSource, max_chars: int) -> EvidenceSource:
-    """At most ``max_chars`` of the source: whole lines around its focus (the retrieved chunk),
-    else its head. A parent section longer than the limit would otherwise lose the very chunk
-    retrieval found in it."""
-    text = source.text
-    if len(text) <= max_chars:
-        return source
-    probe = source.focus.strip()[:200]
-    at = text.find(probe) if probe else -1
-    if at < 0:
-        return replace(source, text=text[:max_chars])
-    focus_end = min(at + len(source.focus.strip()), len(text))
-    begin = max(0, min(at - max(0, max_chars - (focus_end - at)) // 2, len(text) - max_chars))
-    end = begin + max_chars
-    line_start = text.find("\n", begin, at)  # start at a line, when one starts before the focus
-    if begin > 0 and line_start >= 0:
-        begin = line_start + 1
-    line_end = text.rfind("\n", focus_end, end)  # and end at one, when one ends after it
-    if end < len(text) and line_end >= 0:
-        end = line_end
-    return replace(source, text=text[begin:end])
 
 
 def _current(span: trace.Span):

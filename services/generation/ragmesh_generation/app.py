@@ -25,8 +25,9 @@ def chat_client(settings: GenerationSettings) -> ChatClient:
     return ChatClient(settings.llm_url, settings.llm_model, api_key=settings.llm_api_key, timeout=timeout)
 
 
-def build_chat_model(settings: GenerationSettings) -> ChatModel:
-    return OpenAIChatModel(chat_client(settings))
+def build_chat_model(settings: GenerationSettings, client: ChatClient | None = None) -> ChatModel:
+    return OpenAIChatModel(client or chat_client(settings), base_url=settings.llm_url, api_key=settings.llm_api_key,
+                           stop=settings.stop)
 
 
 def build_server(settings: GenerationSettings, model: ChatModel | None = None) -> tuple[GrpcServer, ChatModel]:
@@ -35,7 +36,7 @@ def build_server(settings: GenerationSettings, model: ChatModel | None = None) -
                         metrics_port=settings.metrics_port or None)
     if model is None:
         client = chat_client(settings)
-        model = OpenAIChatModel(client)
+        model = build_chat_model(settings, client)
         server.watch_model("generation", client.is_serving)
     server.add(generation_pb2_grpc.add_GenerationServicer_to_server,
                GenerationServicer(GroundedAnswerer(model, settings)), "ragmesh.v1.Generation")

@@ -7,7 +7,10 @@ A segment passes when:
   between CJK characters vanish); an ellipsis inside a quote splits it into parts that must each
   occur. Single quotes are not treated as quotation marks (apostrophes make them ambiguous);
 - every absolute http(s) URL occurs among the sources: a source's own URL or a URL inside its
-  text, compared without fragment, trailing slash or case of scheme and host.
+  text, compared without fragment, trailing slash or case of scheme and host;
+- every sentence is supported by the sources the segment cites: its numbers, code spans, names
+  and identifiers occur in them and most of its other words do (``support``). Markers on a
+  sentence the sources never say (``set LDAP_URL in the config file [S1][S3]``) do not pass.
 
 Pure functions over strings; problem reports carry kinds and source ids, never document text.
 """
@@ -22,6 +25,7 @@ from typing import Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from ragmesh_generation.domain import EvidenceSource
+from ragmesh_generation.support import SourceText, sentences, support
 
 CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]")
 _ID = re.compile(r"S\d+")
@@ -40,6 +44,7 @@ PROBLEM_TEXT = {
     "unknown_source": "a citation of a source id that was not given",
     "unsupported_quote": "a quote not found in the source it cites",
     "foreign_url": "a URL that is not in the evidence",
+    "unsupported_statement": "a statement its cited sources do not support",
     "empty": "an empty answer",
 }
 
@@ -108,7 +113,20 @@ class CitationChecker:
 
     def __init__(self, sources: Sequence[EvidenceSource]) -> None:
         self._texts = {s.source_id: normalize_for_match(s.text) for s in sources}
+        self._raw = {s.source_id: s.text for s in sources}
+        self._indexed: dict[str, SourceText] = {}
         self._urls = {normalize_url(u) for u in _source_urls(sources)}
+
+    def source_text(self, source_id: str) -> SourceText:
+        """A source indexed for support checks, built when first cited (most are never cited)."""
+        if source_id not in self._indexed:
+            self._indexed[source_id] = SourceText(self._raw[source_id])
+        return self._indexed[source_id]
+
+    @property
+    def indexed(self) -> dict[str, SourceText]:
+        """Every source, indexed (for attribution, which may pick any of them), in the order given."""
+        return {source_id: self.source_text(source_id) for source_id in self._raw}
 
     def check(self, segment: str) -> SegmentCheck:
         cited = tuple(cited_ids(segment))
@@ -126,6 +144,11 @@ class CitationChecker:
         for url in urls_in(segment):
             if normalize_url(url) not in self._urls:
                 problems.append(Problem("foreign_url"))
+        if known and not problems:  # a wrong quote or URL is the more precise reason
+            backing = [self.source_text(s) for s in known]
+            said = sentences(segment)  # none: the segment is only markers
+            if not said or not all(support(sentence, backing).passes() for sentence in said):
+                problems.append(Problem("unsupported_statement", tuple(known)))
         return SegmentCheck(cited, tuple(problems))
 
 

@@ -45,6 +45,18 @@ class AnswerRequest:
 
 
 @dataclass(frozen=True)
+class PromptFit:
+    """The first event: how the evidence was fitted into the model's context (``meta`` on gRPC).
+    All zero and empty when the context length is unknown (no token budget applied)."""
+
+    context_tokens: int = 0
+    prompt_tokens: int = 0  # of the prompt sent (counted or estimated, see counted_by)
+    sources_dropped: tuple[str, ...] = ()  # ids of sources left out for room
+    sources_cut: tuple[str, ...] = ()  # ids of sources shortened for room
+    counted_by: str = ""  # "tokenizer" (the runtime's), "estimate", or "" (no budget)
+
+
+@dataclass(frozen=True)
 class AnswerToken:
     text: str
 
@@ -63,6 +75,10 @@ class AnswerDone:
     degraded: tuple[str, ...] = ()
     error_code: str = ""
     error_message: str = ""
+    # Not on the wire; for logs, metrics and bench/generation_checks.py.
+    attempts: int = 0
+    problems: tuple[str, ...] = ()  # verification failure kinds of the last failed check
+    repaired: bool = False  # citations were added by post-hoc attribution
 
 
-AnswerEvent = AnswerToken | CitedSources | AnswerDone
+AnswerEvent = PromptFit | AnswerToken | CitedSources | AnswerDone

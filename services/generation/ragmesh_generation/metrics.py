@@ -12,3 +12,7 @@ ANSWERS = Counter("ragmesh_generation_answers", "Answers by final status", ["sta
 VERIFICATION_FAILURES = Counter(
     "ragmesh_generation_verification_failures", "Model outputs that failed citation checks", ["problem"]
 )
+ATTRIBUTIONS = Counter(
+    "ragmesh_generation_attributions", "Uncited finished answers cited post hoc from the sources that hold them",
+    ["outcome"],  # repaired | not_attributable
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Sequence
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,14 @@ class ChatModel(abc.ABC):
     def stream(self, messages: list[dict[str, str]], *, max_tokens: int) -> AsyncIterator[ModelDelta]:
         """Deltas as the runtime produces them. Closing the iterator early must stop the upstream
         request. Failures raise RagmeshError with UNAVAILABLE, DEADLINE_EXCEEDED or RUNTIME_ERROR."""
+
+    async def context_tokens(self) -> int | None:
+        """The context length the runtime reports, None when it says none. May raise RagmeshError."""
+        return None
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """Each text's length in the model's own tokens, None when the runtime has no tokenizer."""
+        return None
 
     async def close(self) -> None:
         return None

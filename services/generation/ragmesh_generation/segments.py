@@ -1,7 +1,9 @@
 """Cuts streamed model text into cited segments: the units that are verified and then released.
 
 A segment is a run of sentences that ends with a sentence carrying a citation, plus any citation
-markers that directly follow it (``Foo. [S1]``). Uncited sentences wait for the next cited one,
+markers that directly follow it (``Foo. [S1]``); a marker followed by what opens a new unit (a
+capital, a digit, inline code: ``row [S1] `next` row [S2]``) also ends one, so a unit without a
+full stop is never checked together with the next unit's first sentence. Uncited sentences wait for the next cited one,
 so a sentence is never released before the citation that covers it has arrived. Boundaries are
 sentence ends (``. ! ?`` before whitespace, ``。！？``) and line ends; none is taken inside a
 quotation or a fenced code block, so a quote is always checked whole. Text left over at the end
@@ -132,9 +134,15 @@ class SegmentBuffer:
         if ch == "[":
             match = CITATION.match(text, pos)
             if match:
-                st.cited, st.pos = True, match.end()
                 if _ends_sentence(text, pos):  # "Foo. [S1]": the marker closes the sentence before it
                     st.boundary = match.end()
+                else:
+                    starts = _starts_unit(text, match.end())
+                    if starts is None and not final:
+                        return False  # look at this marker again once we know what follows
+                    if starts:  # "row [S1] `next` row [S2]": a unit with no full stop ends at its marker
+                        st.boundary = match.end()
+                st.cited, st.pos = True, match.end()
                 return True
             if not final and _UNFINISHED_MARKER.match(text, pos):
                 return False
@@ -169,6 +177,20 @@ class SegmentBuffer:
             if _UNFINISHED_MARKER.match(text, ahead):
                 return end if final else None
             return end
+
+
+def _starts_unit(text: str, end: int) -> bool | None:
+    """Whether what follows a marker (after spaces) opens a new sentence or unit: a capital, a
+    digit, inline code. None: not known yet. "Use e.g. [S1] now" and "[S1], so" go on."""
+    ahead = end
+    while ahead < len(text) and text[ahead] in " \t":
+        ahead += 1
+    if ahead >= len(text):
+        return None
+    if ahead == end:
+        return False
+    ch = text[ahead]
+    return ch.isupper() or ch.isdigit() or ch == "`"
 
 
 def _ends_sentence(text: str, marker: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import asdict
 from typing import AsyncIterator
 
 import grpc
@@ -12,7 +13,7 @@ from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_generation.answerer import GroundedAnswerer
 from ragmesh_generation.domain import (
-    AnswerDone, AnswerRequest, AnswerToken, CitedSources, EvidenceSource, HistoryTurn,
+    AnswerDone, AnswerRequest, AnswerToken, CitedSources, EvidenceSource, HistoryTurn, PromptFit,
 )
 
 
@@ -46,7 +47,9 @@ class GenerationServicer(generation_pb2_grpc.GenerationServicer):
         # aclosing: a caller that hangs up closes the answerer, which closes the runtime stream.
         async with contextlib.aclosing(events):
             async for event in events:
-                if isinstance(event, AnswerToken):
+                if isinstance(event, PromptFit):
+                    yield generation_pb2.GenerateEvent(meta=generation_pb2.PromptFit(**asdict(event)))
+                elif isinstance(event, AnswerToken):
                     yield generation_pb2.GenerateEvent(token=generation_pb2.TokenDelta(text=event.text))
                 elif isinstance(event, CitedSources):
                     yield generation_pb2.GenerateEvent(sources=generation_pb2.SourceList(

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import msgspec
 
-from ragmesh_common.settings import METRICS_PORTS, addr, env_float, env_int, env_str
+from ragmesh_common.settings import METRICS_PORTS, addr, env_bool, env_float, env_int, env_list, env_str
 
 
 class GenerationSettings(msgspec.Struct, frozen=True):
@@ -28,6 +28,15 @@ class GenerationSettings(msgspec.Struct, frozen=True):
     max_source_chars: int = 6000  # RAGMESH_GENERATION_MAX_SOURCE_CHARS: evidence text per source is cut
     max_history_turns: int = 8  # RAGMESH_GENERATION_MAX_HISTORY_TURNS: older turns are dropped
     max_turn_chars: int = 2000  # RAGMESH_GENERATION_MAX_TURN_CHARS: each turn is cut
+    # The model's context in tokens; 0: what the runtime reports on /v1/models, else no token budget.
+    max_context_tokens: int = 0  # RAGMESH_GENERATION_MAX_CONTEXT_TOKENS
+    # Token estimate for letters, digits and spaces when the runtime has no /tokenize (budget.py).
+    chars_per_token: float = 3.0  # RAGMESH_GENERATION_CHARS_PER_TOKEN
+    use_tokenizer: bool = True  # RAGMESH_GENERATION_USE_TOKENIZER: ask the runtime's /tokenize when over budget
+    # Where the model stops: an echo of the prompt's own tags is never part of an answer.
+    stop: tuple[str, ...] = ("<evidence>", "</source>", "<question>", "</question>")  # RAGMESH_GENERATION_STOP
+    # Cite an uncited finished answer from the sources that hold its sentences (support.attribute).
+    attribution: bool = True  # RAGMESH_GENERATION_ATTRIBUTION
 
     @classmethod
     def from_env(cls, port: int | None = None) -> GenerationSettings:
@@ -51,6 +60,11 @@ class GenerationSettings(msgspec.Struct, frozen=True):
             max_source_chars=env_int("RAGMESH_GENERATION_MAX_SOURCE_CHARS", d.max_source_chars),
             max_history_turns=env_int("RAGMESH_GENERATION_MAX_HISTORY_TURNS", d.max_history_turns),
             max_turn_chars=env_int("RAGMESH_GENERATION_MAX_TURN_CHARS", d.max_turn_chars),
+            max_context_tokens=env_int("RAGMESH_GENERATION_MAX_CONTEXT_TOKENS", d.max_context_tokens),
+            chars_per_token=env_float("RAGMESH_GENERATION_CHARS_PER_TOKEN", d.chars_per_token),
+            use_tokenizer=env_bool("RAGMESH_GENERATION_USE_TOKENIZER", d.use_tokenizer),
+            stop=tuple(env_list("RAGMESH_GENERATION_STOP", list(d.stop))),
+            attribution=env_bool("RAGMESH_GENERATION_ATTRIBUTION", d.attribution),
         )
 
     @property

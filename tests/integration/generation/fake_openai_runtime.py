@@ -21,7 +21,8 @@ MODEL = "fake-llm"
 class Script:
     pieces: list[str] = field(default_factory=list)
     delay_s: float = 0.0  # between pieces
-    mode: str = "answer"  # answer | stall | garbage | error500
+    mode: str = "answer"  # answer | stall | garbage | error500 | endless (never finishes)
+    context: int | None = None  # max_model_len on /v1/models (as vLLM says it)
 
 
 class FakeOpenAiRuntime:
@@ -39,8 +40,13 @@ class FakeOpenAiRuntime:
             return
         body = await read_body(receive)
         if scope["path"] == "/v1/models":
-            await _json(send, {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0,
-                                                            "owned_by": "test"}]})
+            card = {"id": MODEL, "object": "model", "created": 0, "owned_by": "test"}
+            if self.script.context:
+                card["max_model_len"] = self.script.context
+            await _json(send, {"object": "list", "data": [card]})
+            return
+        if scope["path"] == "/tokenize":  # no tokenizer here: the service must estimate
+            await _json(send, {"detail": "Not Found"}, status=404)
             return
         self.requests.append(json.loads(body))
         script = self.script
@@ -66,7 +72,10 @@ class FakeOpenAiRuntime:
                     await asyncio.wait([watcher], timeout=script.delay_s)
                 if hung_up.is_set():
                     return
-            if script.mode == "stall":
+            while script.mode == "endless" and not hung_up.is_set():
+                await _chunk(send, _event({"content": "and so on "}, None))
+                await asyncio.sleep(0)
+            if script.mode in ("stall", "endless"):
                 await asyncio.wait([watcher], timeout=60)
                 return
             await _chunk(send, _event({}, "stop"))

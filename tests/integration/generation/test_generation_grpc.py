@@ -29,7 +29,9 @@ def generate_request(question: str, *sources: generation_pb2.Source, **kwargs) -
 async def events_of(stub, req, timeout: float = 30) -> tuple[list[str], list[str], generation_pb2.Terminal]:
     events = [e async for e in rpc_client.stream(stub.Generate, req, timeout=timeout, peer="generation")]
     kinds = [e.WhichOneof("event") for e in events]
-    # Protocol: token*, then exactly one sources, then exactly one done, last.
+    # Protocol: meta first, token*, then exactly one sources, then exactly one done, last.
+    assert kinds[0] == "meta", kinds
+    events, kinds = events[1:], kinds[1:]
     assert kinds[-2:] == ["sources", "done"], kinds
     assert set(kinds[:-2]) <= {"token"}, kinds
     tokens = [e.token.text for e in events[:-2]]
@@ -89,12 +91,53 @@ async def test_event_order_and_sources(fake_llm, start_generation) -> None:
     assert sent["messages"][-1]["content"].startswith("<evidence>\n<source id=\"S1\"")
 
 
+async def test_the_runtime_gets_plain_messages_and_the_stop_sequences(fake_llm, start_generation) -> None:
+    runtime, url = fake_llm
+    runtime.script.pieces = ["The server listens on port 8080 [S2]."]
+    stub = await start_generation(url)
+    await events_of(stub, generate_request("port?", source("S2", PORTS)))
+    sent = runtime.requests[0]
+    # The runtime applies the model's chat template: the service sends role + content, never one of its own.
+    assert [m["role"] for m in sent["messages"]] == ["system", "user"]
+    assert all(set(m) == {"role", "content"} for m in sent["messages"])
+    assert not any("<|im_start|>" in m["content"] or "[INST]" in m["content"] for m in sent["messages"])
+    assert sent["stop"] == ["<evidence>", "</source>", "<question>", "</question>"]
+
+
+async def test_meta_says_which_sources_were_cut_to_the_context(fake_llm, start_generation) -> None:
+    runtime, url = fake_llm
+    runtime.script.context = 2400  # what the runtime reports on /v1/models
+    runtime.script.pieces = ["The server listens on port 8080 [S1]."]
+    long_text = PORTS + " " + "The port flag takes a number. " * 120
+    stub = await start_generation(url)
+    req = generate_request("port?", *[source(f"S{i}", long_text) for i in range(1, 6)], max_tokens=200)
+    events = [e async for e in rpc_client.stream(stub.Generate, req, timeout=30, peer="generation")]
+    meta = events[0].meta
+    assert events[0].WhichOneof("event") == "meta"
+    assert meta.context_tokens == 2400 and meta.counted_by == "estimate"
+    assert list(meta.sources_dropped) and "S1" not in meta.sources_dropped
+    prompt = runtime.requests[0]["messages"][-1]["content"]
+    assert all(f'id="{i}"' not in prompt for i in meta.sources_dropped)
+    assert events[-1].done.answer_status == "answered"
+
+
+async def test_a_runtime_that_never_stops_is_cut_off(fake_llm, start_generation) -> None:
+    runtime, url = fake_llm
+    runtime.script.mode = "endless"
+    stub = await start_generation(url)
+    tokens, cited, done = await events_of(stub, generate_request("port?", source("S2", PORTS), max_tokens=20))
+    assert tokens == [] and cited == []
+    assert (done.answer_status, done.error_code, list(done.degraded)) == ("withheld", "RUNTIME_ERROR", ["generation"])
+    assert await asyncio.to_thread(runtime.disconnected.wait, 10), "the endless stream was never closed"
+
+
 async def test_cancelling_the_call_stops_the_runtime_stream(fake_llm, start_generation) -> None:
     runtime, url = fake_llm
     runtime.script.pieces = ["The server listens on port 8080 [S2]."] + [" More [S2]."] * 200
     runtime.script.delay_s = 0.05
     stub = await start_generation(url)
     call = stub.Generate(generate_request("port?", source("S2", PORTS)), timeout=30)
+    assert (await call.read()).WhichOneof("event") == "meta"
     first = await call.read()
     assert first.WhichOneof("event") == "token"
     call.cancel()
@@ -142,3 +185,11 @@ async def test_bad_input_is_a_grpc_error_with_its_code(start_generation, free_po
     with pytest.raises(grpc.aio.AioRpcError) as raw:
         await call.read()
     assert raw.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_question_too_long_for_the_models_context_is_query_too_long(start_generation, free_port) -> None:
+    # No runtime call is needed to know: the configured context cannot hold the question and any source.
+    stub = await start_generation(f"http://127.0.0.1:{free_port()}/v1", max_context_tokens=900)
+    with pytest.raises(RagmeshError) as caught:
+        await events_of(stub, generate_request("why " * 800, source("S2", PORTS)))
+    assert caught.value.code is ErrorCode.QUERY_TOO_LONG

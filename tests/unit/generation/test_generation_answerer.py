@@ -12,6 +12,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_generation.answerer import GroundedAnswerer
 from ragmesh_generation.domain import (
     AnswerDone, AnswerEvent, AnswerRequest, AnswerStatus, AnswerToken, CitedSources, EvidenceSource, HistoryTurn,
+    PromptFit,
 )
 from ragmesh_generation.openai_chat import OpenAIChatModel
 from ragmesh_generation.ports import ChatModel, ModelDelta
@@ -86,7 +87,9 @@ async def collect(model: ChatModel, req: AnswerRequest | None = None, *, setting
                   time_remaining: float | None = None) -> tuple[list[str], tuple[str, ...], AnswerDone]:
     events: list[AnswerEvent] = [e async for e in GroundedAnswerer(model, settings).answer(
         req or request(), time_remaining=time_remaining)]
-    # The protocol, whatever happened: tokens, then one sources event, then one terminal event.
+    # The protocol, whatever happened: one prompt-fit event, tokens, one sources event, one terminal event.
+    assert isinstance(events[0], PromptFit)
+    events = events[1:]
     assert isinstance(events[-1], AnswerDone)
     assert isinstance(events[-2], CitedSources)
     assert all(isinstance(e, AnswerToken) for e in events[:-2])
@@ -109,14 +112,15 @@ async def test_verified_answer_streams_segment_by_segment() -> None:
 
 async def test_first_sentence_is_sent_before_the_model_finishes() -> None:
     gate = Gate()
-    model = ScriptedChatModel(["Port 8080 [S2].", " Next", gate, " sentence [S2]."])
+    model = ScriptedChatModel(["Port 8080 [S2].", " It is", gate, " the default [S2]."])
     events = GroundedAnswerer(model, SETTINGS).answer(request(), time_remaining=None)
+    assert isinstance(await anext(events), PromptFit)
     first = await anext(events)
     assert first == AnswerToken("Port 8080 [S2].")
     assert not model.finished[0]
     gate.opened.set()
     rest = [e async for e in events]
-    assert rest[0] == AnswerToken(" Next sentence [S2].")
+    assert rest[0] == AnswerToken(" It is the default [S2].")
     assert rest[-1].answer_status is AnswerStatus.ANSWERED
 
 
@@ -249,6 +253,7 @@ async def test_closing_the_answer_closes_the_model_stream() -> None:
     gate = Gate()
     model = ScriptedChatModel(["The port is 8080 [S2]. Then", gate, " more [S1]."])
     events = GroundedAnswerer(model, SETTINGS).answer(request(), time_remaining=None)
+    assert isinstance(await anext(events), PromptFit)
     assert await anext(events) == AnswerToken("The port is 8080 [S2].")
     await events.aclose()  # what the servicer does when the caller hangs up
     assert model.closed == [True] and model.finished == [False]
@@ -328,7 +333,7 @@ class _GarbageChatClient:
     async def resolve_model(self) -> str:
         return "m"
 
-    async def stream_chat(self, messages, *, max_tokens):  # noqa: ANN001 - duck-typed client
+    async def stream_chat(self, messages, *, max_tokens, stop=()):  # noqa: ANN001 - duck-typed client
         raise ValueError("Expecting value: line 1 column 1")
         yield  # pragma: no cover - makes this an async generator
 

@@ -86,6 +86,6 @@ def test_several_problems_are_all_reported() -> None:
 
 
 def test_quotes_without_words_prove_nothing_but_single_words_are_checked() -> None:
-    assert checker.check('Separate values with "--" or "," [S2].').ok
+    assert checker.check('The default port, "--" or ",", can be changed [S2].').ok
     assert checker.check('Write "8080" in "settings.toml" [S2].').ok
     assert kinds('Set "port" and "tls" [S2].') == ["unsupported_quote"]  # S2 never says "tls"

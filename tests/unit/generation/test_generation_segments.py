@@ -27,6 +27,12 @@ CASES = [
     ('One. [S1] In "x," said B. Then "y" said C. [S2]', ["One. [S1]", ' In "x," said B. Then "y" said C. [S2]'], ""),
     ('He said "yes." [S1] Next. [S2]', ['He said "yes." [S1]', " Next. [S2]"], ""),
     ("Use e.g. [S1] now. [S2]", ["Use e.g. [S1] now. [S2]"], ""),
+    # The extractive runtime's table rows have no full stop: the marker ends the unit, so the next
+    # unit's first sentence is not checked against this unit's source.
+    ("`a` — Default: 8 [S1] `b` — Default: 9 [S1] Tern is small. It runs [S3]",
+     ["`a` — Default: 8 [S1]", " `b` — Default: 9 [S1]", " Tern is small. It runs [S3]"], ""),
+    ("Port 8080 [S2] and more [S2].", ["Port 8080 [S2] and more [S2]."], ""),
+    ("According to [S1], it is 8 [S1].", ["According to [S1], it is 8 [S1]."], ""),
     ("Foo.[S1] Bar。[S2]", ["Foo.[S1]", " Bar。[S2]"], ""),
     # Uncited sentences wait for the cited one that covers them.
     ("Intro. More intro. Claim [S1].", ["Intro. More intro. Claim [S1]."], ""),
