@@ -31,8 +31,8 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
     """Build the app; pass ``models`` to share already-loaded models (tests, benchmarks)."""
     settings = settings or load_settings()
     models = models or load_models(settings)
-    service = RuntimeService(models, settings)
     metrics = RuntimeMetrics()
+    service = RuntimeService(models, settings, observe_batch=metrics.observe_batch)
     log.info(
         "runtime ready: rerank=%s generator=%s models loaded in %.2fs",
         service.scorer.name,
