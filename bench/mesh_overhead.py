@@ -34,7 +34,24 @@ What it does:
      query-embedding LRU (the runtime's cache is shared and already warm);
    - ``inprocess_warm``: the same queries through the in-process pipeline, timed;
    then the ratio gateway_warm / inprocess_warm at p50 and p99 (goal <= 1.3), and ``same_results``:
-   the share of queries whose top-k chunk ids are the same in both warm passes.
+   the share of queries whose top-k chunk ids are the same in both warm passes;
+   - per layer, what one hop costs (the same queries, warm, the gateway's candidate count):
+     ``retrieval_inprocess`` (the retrieval service's HybridRetriever in this process) and
+     ``retrieval_grpc`` (``ragmesh.v1.Retrieval/Search`` of the retrieval process, over gRPC);
+     the gateway's cost is gateway_warm less inprocess_warm, the gRPC hop's retrieval_grpc less
+     retrieval_inprocess;
+   - with the fresh pass, ``runtime``: how many model passes the runtime ran for it and how many
+     requests they served (its /metrics; ``batched: false`` from a runtime that does not batch).
+
+``--profile-gateway FILE``: py-spy samples the gateway process for the whole run (``--nonblocking``:
+it never pauses the process, so the figures stand) into FILE (py-spy's collapsed stacks); after the
+run a ``profile`` line gives each layer's share of the samples taken while serving (start-up left out).
+docs/performance.md shows one.
+
+``--smoke``: the whole run above on a dozen built-in documents (indexed first by
+bench/eval_retrieval.py into a temporary state dir and database, both removed after), 4 queries per
+pass at 1 and 2 clients; exits non-zero unless every pass, ratio and per-layer line came back
+without an error.
 
 Output, one JSON line each: the config (corpus, index size, settings, environment overrides), a line
 per pass (latency in ms at the client: p50/p95/p99/mean/max, qps, errors, degraded responses, the
@@ -68,6 +85,7 @@ from search_latency import measure  # noqa: E402
 from ragmesh_cli.mesh import Mesh  # noqa: E402
 
 SERVICES = ("runtime", "retrieval", "rerank", "gateway")
+LAYERS = ("retrieval_inprocess", "retrieval_grpc")
 SEARCH = "/api/rag/v1/search"
 GOAL_RATIO = 1.3
 GOAL_FRESH_MS = {"p50_ms": 50.0, "p99_ms": 150.0}  # one query at a time, through the gateway
@@ -76,9 +94,9 @@ SECRET_WORDS = ("KEY", "TOKEN", "PASSWORD", "SECRET")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", required=True, type=Path, help="the BEIR folder the index was built from")
-    p.add_argument("--state-dir", required=True, type=Path, help="eval_retrieval.py's --state-dir")
-    p.add_argument("--database", required=True, help="eval_retrieval.py's --database")
+    p.add_argument("--dataset", type=Path, help="the BEIR folder the index was built from")
+    p.add_argument("--state-dir", type=Path, help="eval_retrieval.py's --state-dir")
+    p.add_argument("--database", help="eval_retrieval.py's --database")
     p.add_argument("--split", default="test", help="its queries come first (the c=1 fresh pass)")
     p.add_argument("--queries", type=int, default=300, help="queries per pass")
     p.add_argument("--concurrency", default="1,16", help="comma-separated client counts")
@@ -88,7 +106,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--corpus", default="", help="corpus id (default: <dataset name>@eval)")
     p.add_argument("--no-replay", action="store_true",
                    help="skip replaying the indexer's /embed calls (start from a runtime that never saw the chunks)")
-    return p.parse_args(argv)
+    p.add_argument("--profile-gateway", type=Path, default=None,
+                   help="py-spy the gateway into this file (collapsed stacks) and print each layer's share")
+    p.add_argument("--smoke", action="store_true",
+                   help="a tiny built-in corpus, indexed here first; checks the lines, not the figures")
+    args = p.parse_args(argv)
+    if not args.smoke and not (args.dataset and args.state_dir and args.database):
+        p.error("--dataset, --state-dir and --database are required (or --smoke)")
+    return args
 
 
 # --- queries ---------------------------------------------------------------------------------
@@ -193,6 +218,33 @@ def inprocess_search(pipeline: InProcessPipeline, corpus: str, top_k: int) -> Se
     return search
 
 
+def retrieval_inprocess(pipeline: InProcessPipeline, corpus: str, candidates: int) -> Search:
+    from ragmesh_retrieval.domain.model import SearchInput
+
+    async def search(query: str) -> tuple[list[str], list[str]]:
+        assert pipeline.retrieval is not None, "open() first"
+        outcome = await pipeline.retrieval.retriever.search(SearchInput(
+            query=query, top_k=candidates, readable_corpora=(corpus,), corpora=(corpus,)))
+        return [r.chunk.chunk_id for r in outcome.results], list(outcome.degraded)
+
+    return search
+
+
+def retrieval_grpc(channel: Any, corpus: str, candidates: int) -> Search:
+    from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
+
+    from ragmesh_common.rpc.client import unary
+
+    stub = retrieval_pb2_grpc.RetrievalStub(channel)
+
+    async def search(query: str) -> tuple[list[str], list[str]]:
+        reply = await unary(stub.Search, retrieval_pb2.SearchRequest(
+            query=query, top_k=candidates, readable_corpora=[corpus]), timeout=60, peer="retrieval")
+        return [r.chunk.chunk_id for r in reply.results], list(reply.degraded)
+
+    return search
+
+
 async def run_pass(search: Search, queries: list[str], concurrency: int) -> tuple[dict, dict[str, list[str]]]:
     """search_latency.measure over ``queries``; also each query's chunk ids, the degraded answers and
     the first error."""
@@ -235,8 +287,34 @@ async def warm_up(name: str, search: Search, queries: list[str], corpus: str) ->
         raise SystemExit(f"{name}: the warm-up queries found nothing in corpus {corpus!r}: {stats}")
 
 
-async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search) -> None:
+async def runtime_passes(runtime: httpx.AsyncClient) -> dict[str, float]:
+    """The runtime's batching counters (ragmesh_runtime.http.metrics): model passes, the requests
+    they served, their summed queue wait; empty from a runtime that does not batch."""
+    names = {"ragmesh_runtime_batch_requests_count": "passes", "ragmesh_runtime_batch_requests_sum": "requests",
+             "ragmesh_runtime_queue_wait_seconds_sum": "wait_s"}
+    found = {}
+    for line in (await runtime.get("/metrics")).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            found[names[name]] = float(value)
+    return found
+
+
+def batching_of(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    if not before or not after:
+        return {"batched": False}
+    passes, requests = after["passes"] - before["passes"], after["requests"] - before["requests"]
+    return {"batched": True, "model_passes": int(passes), "requests": int(requests),
+            "requests_per_pass": round(requests / passes, 2) if passes else None,
+            "mean_queue_wait_ms": round(1000 * (after["wait_s"] - before["wait_s"]) / requests, 2) if requests else None}
+
+
+async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search,
+                        layers: dict[str, Search], runtime: httpx.AsyncClient) -> None:
+    counters = await runtime_passes(runtime)
     fresh, _ = await run_pass(via_gateway, queries, level)
+    # /embed of each query (retrieval) and /rerank of its candidates, shared passes or not.
+    fresh["runtime"] = batching_of(counters, await runtime_passes(runtime))
     if level == 1:
         fresh["goal"] = GOAL_FRESH_MS
         fresh["goal_met"] = all(fresh[k] <= limit for k, limit in GOAL_FRESH_MS.items())
@@ -249,6 +327,9 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
     emit(kind="ratio", concurrency=level, of="gateway_warm / inprocess_warm", goal=GOAL_RATIO,
          p50=round(warm["p50_ms"] / local["p50_ms"], 3), p99=round(warm["p99_ms"] / local["p99_ms"], 3),
          same_results=same_share(via_gateway_found, in_process_found), queries=len(queries))
+    for name, search in layers.items():
+        stats, _ = await run_pass(search, queries, level)
+        emit(kind="pass", path=name, **stats)
 
 
 async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, batch: int = 32) -> dict:
@@ -273,14 +354,21 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
         await pipeline.open()
         if not args.no_replay:
             config["replayed_index_embeds"] = await replay_index_embeds(pipeline, mesh.endpoints()["runtime"])
-        async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits) as client:
+        from ragmesh_common.rpc.client import open_channel
+
+        candidates = max(pipeline.gateway_settings.search_candidates, args.top_k)
+        async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits) as client, \
+                httpx.AsyncClient(base_url=mesh.endpoints()["runtime"], timeout=30) as runtime, \
+                open_channel(f"127.0.0.1:{mesh.ports.port('retrieval')}") as channel:
             via_gateway = gateway_search(client, corpus, args.top_k)
             in_process = inprocess_search(pipeline, corpus, args.top_k)
+            layers = {"retrieval_inprocess": retrieval_inprocess(pipeline, corpus, candidates),
+                      "retrieval_grpc": retrieval_grpc(channel, corpus, candidates)}
             await warm_up("gateway", via_gateway, warmup, corpus)
             await warm_up("in-process", in_process, warmup, corpus)
             emit(kind="config", corpus=corpus, **config, index=await pipeline.index_stats(corpus))
             for level, queries in zip(levels, sets):
-                await measure_level(level, queries, via_gateway, in_process)
+                await measure_level(level, queries, via_gateway, in_process, layers, runtime)
     finally:
         await pipeline.close()
 
@@ -301,8 +389,154 @@ def run_config(args: argparse.Namespace, levels: list[int], sets: list[list[str]
     }
 
 
+# --- the gateway's profile ---------------------------------------------------------------------
+
+# Where a busy sample of the serving gateway is: the layer whose frame sits deepest on its stack
+# (py-spy frames read "function (file:line)"), so each sample counts once and a middleware's share is
+# its own work, not what it wraps.
+PROFILE_LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("uvicorn: HTTP parsing and writing (h11)", ("uvicorn/",)),
+    ("request context: request id, metrics, access log", ("RequestContextMiddleware.__call__",)),
+    ("host check", ("AllowedHosts.__call__",)),
+    ("Litestar: routing, OpenTelemetry server span, exception layer",
+     ("Litestar.__call__", "OpenTelemetryMiddleware.__call__", "ASGIRouter.__call__")),
+    ("edge checks: rate limit, auth, strict body", ("edge_checks",)),
+    ("search pipeline, own work", ("SearchController.search",)),
+    ("gRPC calls (grpc.aio, protobuf)", ("grpc/aio/", "grpc/_common")),
+    ("protobuf to domain objects", ("chunk_from_pb", "scored_from_pb")),
+    ("response encoding", ("encode_json", "to_response", "msgspec")),
+    ("log lines", ("Logger._log",)),
+    ("span export thread (span file)", ("BatchProcessor.worker",)),
+    ("worker threads (asyncio.to_thread: injection guard)", ("concurrent/futures/thread.py",)),
+]
+_START_UP = ("_find_and_load", "create_app", "setup_telemetry")
+# A thread blocked in C (a pool worker on its queue, a selector) shows as its last Python frame.
+_WAITING = ("Condition.wait", "EpollSelector.select", "Event.wait", "SimpleQueue.get", "_worker (")
+
+
+def profile_shares(collapsed: Path) -> dict[str, Any]:
+    """Each layer's share of the busy samples (not start-up, not a thread waiting), in percent."""
+    shares = dict.fromkeys([name for name, _ in PROFILE_LAYERS] + ["other (event loop, tasks)"], 0)
+    total = 0
+    for line in collapsed.read_text(encoding="utf-8", errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not count.isdigit() or any(s in f for f in frames for s in _START_UP) \
+                or any(w in frames[-1] for w in _WAITING):
+            continue
+        total += int(count)
+        deepest, layer = -1, "other (event loop, tasks)"
+        for name, marks in PROFILE_LAYERS:
+            depth = max((i for i, f in enumerate(frames) if any(m in f for m in marks)), default=-1)
+            if depth > deepest:
+                deepest, layer = depth, name
+        shares[layer] += int(count)
+    return {"busy_samples": total,
+            "share_pct": {name: round(100 * n / (total or 1), 1) for name, n in shares.items()}}
+
+
+def start_profiler(mesh: Mesh, target: Path) -> Any:
+    import shutil
+    import subprocess
+
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([py_spy, "record", "--nonblocking", "--rate", "50", "--format", "raw", "-o",
+                             str(target), "--pid", str(mesh.processes["gateway"].pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# --- smoke ------------------------------------------------------------------------------------
+
+SMOKE_TOPICS = [
+    ("Giant pandas", "Giant pandas eat bamboo shoots and leaves for most of the day."),
+    ("Vitamin D", "Vitamin D deficiency is linked to weaker bones and more fractures in older adults."),
+    ("Aspirin", "Low-dose aspirin lowers the risk of a first heart attack in some adults."),
+    ("Coffee", "Moderate coffee drinking is not associated with higher blood pressure over time."),
+    ("Sleep", "Adults who sleep less than six hours a night report more daytime fatigue."),
+    ("Exercise", "Regular aerobic exercise improves insulin sensitivity in people with type 2 diabetes."),
+    ("Antibiotics", "Overuse of antibiotics drives the spread of resistant bacteria in hospitals."),
+    ("Smoking", "Smoking cessation halves the excess risk of coronary heart disease within a year."),
+    ("Salt", "Cutting dietary salt reduces systolic blood pressure in people with hypertension."),
+    ("Vaccines", "Measles vaccination gives lasting immunity after two doses in most children."),
+    ("Fish oil", "Omega-3 fish oil supplements did not prevent strokes in the large trial."),
+    ("Gut bacteria", "The gut microbiome differs between lean and obese twins."),
+]
+SMOKE_QUERIES = [
+    "what do pandas eat", "vitamin D and broken bones", "aspirin heart attack prevention",
+    "does coffee raise blood pressure", "short sleep and tiredness", "exercise and insulin",
+    "antibiotic resistance in hospitals", "quitting smoking heart disease", "salt and hypertension",
+    "measles vaccine doses", "fish oil and stroke", "microbiome of obese twins",
+]
+
+
+def write_smoke_dataset(folder: Path) -> Path:
+    """A BEIR folder: one document per topic, one query each, the test qrels pairing them."""
+    (folder / "qrels").mkdir(parents=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as corpus:
+        for i, (title, text) in enumerate(SMOKE_TOPICS):
+            corpus.write(json.dumps({"_id": f"d{i}", "title": title, "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as queries:
+        for i, text in enumerate(SMOKE_QUERIES):
+            queries.write(json.dumps({"_id": f"q{i}", "text": text}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(len(SMOKE_QUERIES))))
+    return folder
+
+
+def smoke_failures(lines: list[dict], levels: list[int]) -> list[str]:
+    """What a full run prints, checked line by line (the API this bench measures, not its figures)."""
+    problems = []
+    passes = {(line["path"], line["concurrency"]): line for line in lines if line.get("kind") == "pass"}
+    for level in levels:
+        for path in ("gateway_fresh", "gateway_warm", "inprocess_warm", *LAYERS):
+            line = passes.get((path, level))
+            if line is None:
+                problems.append(f"no {path} pass at {level} clients")
+            elif line["errors"] or not line["requests"] or line.get("p50_ms") is None:
+                problems.append(f"{path} at {level} clients: {line}")
+    ratios = {line["concurrency"]: line for line in lines if line.get("kind") == "ratio"}
+    for level in levels:
+        if ratios.get(level, {}).get("same_results") is None:
+            problems.append(f"no ratio line with same_results at {level} clients")
+    return problems
+
+
+def run_smoke() -> int:
+    import contextlib
+    import io
+    import uuid
+
+    from eval_mesh import psql
+    from eval_retrieval import main as eval_retrieval
+
+    server = os.environ.get("RAGMESH_TEST_POSTGRES_URL", DEFAULT_PG)
+    database = f"ragmesh_smoke_{uuid.uuid4().hex[:10]}"
+    levels = [1, 2]
+    with tempfile.TemporaryDirectory(prefix="ragmesh-mesh-overhead-smoke-") as temp:
+        folder = write_smoke_dataset(Path(temp) / "smoke")
+        state = Path(temp) / "state"
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # its quality line is not this bench's output
+                eval_retrieval(["--dataset", str(folder), "--state-dir", str(state), "--database", database,
+                                "--stage", "hybrid", "--queries", "2"])
+            with contextlib.redirect_stdout(printed):
+                main(["--dataset", str(folder), "--state-dir", str(state), "--database", database,
+                      "--queries", "4", "--concurrency", ",".join(map(str, levels)), "--warmup", "2"])
+        finally:
+            psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'", server)
+            psql(f"DROP DATABASE IF EXISTS {database}", server)
+    sys.stdout.write(printed.getvalue())
+    problems = smoke_failures([json.loads(line) for line in printed.getvalue().splitlines() if line.strip()], levels)
+    for problem in problems:
+        say(f"smoke: {problem}")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.smoke:
+        return run_smoke()
     # SIGTERM (and SIGINT, which a background job ignores) must still stop the processes.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -317,12 +551,19 @@ def main(argv: list[str] | None = None) -> int:
                                     [q for s in sets for q in s])
         mesh = build_mesh(args.state_dir, database_url(server, args.database), work / "runtime-vectors.npz")
         pipeline = InProcessPipeline(mesh.env(), work)  # copies the store before retrieval locks it
+        profiler = None
         try:
             start_mesh(mesh)
+            if args.profile_gateway:
+                profiler = start_profiler(mesh, args.profile_gateway)
             config = run_config(args, levels, sets, pipeline, cache)
             asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config))
         finally:
             mesh.stop()
+            if profiler is not None:
+                profiler.wait(timeout=60)  # py-spy writes its file once the gateway has exited
+        if profiler is not None:
+            emit(kind="profile", of="gateway", file=str(args.profile_gateway), **profile_shares(args.profile_gateway))
     return 0
 
 

@@ -86,22 +86,28 @@ class JsonLinesSpanExporter(SpanExporter):
         data = "".join(json.dumps(span_record(span)) + "\n" for span in spans).encode()
         try:
             with self._lock:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with _flock(_lock_file(self.path), fcntl.LOCK_EX, create=True):
-                    self._rotate_if_full(len(data))
-                    fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                    try:
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(fd, view):]
-                    finally:
-                        os.close(fd)
+                try:
+                    self._append(data)
+                except FileNotFoundError:  # no folder yet (the first export), or removed since
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._append(data)
         except OSError as exc:
             if not self._warned:  # once: a span file that cannot be written must not flood the log
                 self._warned = True
                 log.warning("spans not written to %s: %s", self.path, exc.strerror or exc)
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
+
+    def _append(self, data: bytes) -> None:
+        with _flock(_lock_file(self.path), fcntl.LOCK_EX, create=True):
+            self._rotate_if_full(len(data))
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
 
     def _rotate_if_full(self, incoming: int) -> None:
         try:

@@ -44,6 +44,12 @@ REQUEST_ID_HEADER = "x-request-id"
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 _WELL_FORMED = re.compile(REQUEST_ID_PATTERN.strip("^$"))
 
+# The ASGI instrumentation's child spans of every request, one per message received or sent ("http
+# send", "http receive"): about a third of a search's spans across the mesh, each built, kept and
+# exported on the request's path, for nothing `ragmesh trace` shows (span_tree leaves them out).
+# Both HTTP servers (gateway, runtime) pass this as OpenTelemetryConfig(exclude_spans=...).
+ASGI_MESSAGE_SPANS: list = ["receive", "send"]
+
 _configured: str | None = None
 _clients_instrumented = False
 

@@ -15,7 +15,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
-from ragmesh_common.telemetry import bind_request_id, http_server_span_details
+from ragmesh_common.telemetry import ASGI_MESSAGE_SPANS, bind_request_id, http_server_span_details
 from ragmesh_runtime.http.errors import handle_exception
 from ragmesh_runtime.http.metrics import RuntimeMetrics, metrics_endpoint
 from ragmesh_runtime.http.openai_routes import OpenAiController
@@ -31,8 +31,8 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
     """Build the app; pass ``models`` to share already-loaded models (tests, benchmarks)."""
     settings = settings or load_settings()
     models = models or load_models(settings)
-    service = RuntimeService(models, settings)
     metrics = RuntimeMetrics()
+    service = RuntimeService(models, settings, observe_batch=metrics.observe_batch)
     log.info(
         "runtime ready: rerank=%s generator=%s models loaded in %.2fs",
         service.scorer.name,
@@ -59,7 +59,8 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
         openapi_config=None,
         # Spans continue the caller's W3C traceparent, so a query's trace reaches the models.
         plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(
-            exclude=["/health", "/metrics"], scope_span_details_extractor=http_server_span_details
+            exclude=["/health", "/metrics"], scope_span_details_extractor=http_server_span_details,
+            exclude_spans=ASGI_MESSAGE_SPANS,
         ))],
         logging_config=None,  # the process's logging is set up once, by ragmesh_common.telemetry
         debug=False,

@@ -6,10 +6,11 @@ which keeps ONNX Runtime's own thread pool the only parallelism and the event lo
 
 from __future__ import annotations
 
+import contextlib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -51,6 +52,8 @@ class MiniLmEncoder:
         self._cls = tokenizer.token_to_id("[CLS]")
         self._sep = tokenizer.token_to_id("[SEP]")
         self._input_names = {i.name for i in session.get_inputs()}
+        # Pooled vectors of the current batched model pass (ragmesh_runtime.batching), by sequence.
+        self._pass: dict[tuple[int, ...], np.ndarray] = {}
 
     @classmethod
     def load(
@@ -125,7 +128,9 @@ class MiniLmEncoder:
         keys = [tuple(s) for s in sequences]
         todo = []
         for index, key in enumerate(keys):
-            cached = self.cache.get(key)
+            cached = self._pass.get(key)
+            if cached is None:
+                cached = self.cache.get(key)
             if cached is None:
                 todo.append(index)
             else:
@@ -136,6 +141,20 @@ class MiniLmEncoder:
             for index in batch:
                 self.cache.put(keys[index], out[index].copy())
         return l2_normalize(out) if normalize else out
+
+    def is_cached(self, sequence: Sequence[int]) -> bool:
+        """Whether the vector cache holds this sequence (no hit or miss is counted)."""
+        return tuple(sequence) in self.cache
+
+    @contextlib.contextmanager
+    def reusing(self, vectors: dict[tuple[int, ...], np.ndarray]) -> Iterator[None]:
+        """Answer these pooled vectors (one batched pass over several requests) before the cache
+        or the model, even with the cache off. Inference-thread only, like every other call."""
+        self._pass = vectors
+        try:
+            yield
+        finally:
+            self._pass = {}
 
     def _batches(self, order: list[int], sequences: Sequence[Sequence[int]]) -> list[list[int]]:
         batches: list[list[int]] = []

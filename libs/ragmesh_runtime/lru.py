@@ -23,6 +23,9 @@ class LruCache(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
     def get(self, key: K) -> V | None:
         if not self.max_entries:
             return None

@@ -44,6 +44,11 @@ class RelevanceScorer(abc.ABC):
     def prepare(self, texts: Sequence[str]) -> None:
         """Cache what scoring ``texts`` later needs (they were just embedded); nothing by default."""
 
+    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
+        """The MiniLM sequences ``score`` will embed, so a batched pass can compute them for
+        several requests at once (ragmesh_runtime.batching); none by default."""
+        return []
+
 
 class MiniLmWindowScorer(RelevanceScorer):
     """Cosine between the query and each window of a text; the text scores its best window.
@@ -65,6 +70,18 @@ class MiniLmWindowScorer(RelevanceScorer):
         )
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
+        sequences, owners = self._windows(query, texts, truncate)
+        vectors = self._encoder.embed_sequences(sequences, normalize=True)
+        similarities = vectors[1:] @ vectors[0]
+        scores = np.full(len(texts), -1.0, dtype=np.float32)
+        np.maximum.at(scores, np.asarray(owners, dtype=np.int64), similarities)
+        return scores
+
+    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
+        return self._windows(query, texts, truncate)[0]
+
+    def _windows(self, query: str, texts: Sequence[str], truncate: bool) -> tuple[list[list[int]], list[int]]:
+        """The query's sequence, then every window of every text; and the text each window is of."""
         query_ids, *text_ids = self._encoder.token_ids([query, *texts])
         if len(query_ids) + 2 > self._encoder.max_input_tokens and not truncate:
             raise RagmeshError(
@@ -86,11 +103,7 @@ class MiniLmWindowScorer(RelevanceScorer):
                 windows = windows[: self._max_windows]
             sequences.extend(self._encoder.sequence(w, self._window + 2) for w in windows)
             owners.extend([index] * len(windows))
-        vectors = self._encoder.embed_sequences(sequences, normalize=True)
-        similarities = vectors[1:] @ vectors[0]
-        scores = np.full(len(text_ids), -1.0, dtype=np.float32)
-        np.maximum.at(scores, np.asarray(owners, dtype=np.int64), similarities)
-        return scores
+        return sequences, owners
 
 
 class BlendedScorer(RelevanceScorer):
@@ -107,6 +120,9 @@ class BlendedScorer(RelevanceScorer):
             f"{1 - weight:.2f} x [{primary.description}] + {weight:.2f} x WordLlama (static 256-d "
             "token embeddings, average-pooled) cosine over the whole text; NOT a cross-encoder"
         )
+
+    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
+        return self._primary.model_inputs(query, texts, truncate)
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         primary = self._primary.score(query, texts, truncate)
@@ -249,6 +265,12 @@ class ZBlendScorer(RelevanceScorer):
             elif isinstance(signal, E5Similarity):
                 # Only texts a Chinese query could be matched with well: those mostly in Chinese.
                 signal.passages([t for t in texts if is_mostly_cjk(t)])
+
+    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
+        chinese = is_mostly_cjk(query)
+        return [sequence for _, signal in self._signals
+                if isinstance(signal, RelevanceScorer) and self._serves(signal, chinese)
+                for sequence in signal.model_inputs(query, texts, truncate)]
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         total = np.zeros(len(texts), dtype=np.float64)

@@ -2,7 +2,8 @@
 
 HTTP routes translate wire formats and call this; it knows nothing about HTTP. Every model call
 runs on one dedicated thread: ONNX Runtime already spreads a batch over all cores, so a second
-inference thread would only make two batches fight for them.
+inference thread would only make two batches fight for them. /embed and /rerank requests that
+are in flight together share model passes (ragmesh_runtime.batching).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import query_hash
+from ragmesh_runtime.batching import BatchObserver, DynamicBatcher, Sequences
 from ragmesh_runtime.generator.extractive import ExtractiveAnswer, ExtractiveAnswerer
 from ragmesh_runtime.generator.prompt_protocol import ChatTurn, parse_evidence_prompt
 from ragmesh_runtime.encoder import Token
@@ -62,12 +64,17 @@ class RuntimeService:
         settings: RuntimeSettings,
         executor: InferenceExecutor | None = None,
         scorer: RelevanceScorer | None = None,
+        observe_batch: BatchObserver | None = None,
     ) -> None:
         self.models = models
         self.settings = settings
         self.executor = executor or InferenceExecutor()
         self.scorer = scorer or build_scorer(settings.rerank, models.encoder, models.wordllama, models.bm25_terms,
                                              models.e5)
+        self.batcher = DynamicBatcher(
+            models.encoder, self.executor, max_batch_tokens=settings.embedding.max_batch_tokens,
+            max_batch_requests=settings.embedding.max_batch_requests, observe=observe_batch,
+        )
         self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
         self._in_flight = 0
         self.started_at = time.time()
@@ -89,14 +96,14 @@ class RuntimeService:
             reason = "positive" if dimensions < 1 else "smaller than the maximum embedding dimension"
             raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"`dimensions` should be {reason}.")
         truncate = self._truncate(truncate)
+        inputs = list(inputs)
         with self._admitted():
-            return await self.executor.run(
-                self._embed_now, list(inputs), normalize, truncate, truncate_left, dimensions)
+            return await self.batcher.submit(
+                functools.partial(self._model_inputs, inputs, truncate, truncate_left),
+                functools.partial(self._embedded, inputs, normalize, dimensions))
 
-    def _embed_now(
-        self, inputs: list[EmbedInput], normalize: bool, truncate: bool, truncate_left: bool,
-        dimensions: int | None,
-    ) -> Embeddings:
+    def _model_inputs(self, inputs: list[EmbedInput], truncate: bool, truncate_left: bool) -> Sequences:
+        """Each input as the model sequence it becomes, or the error TEI gives when it cannot."""
         encoder = self.models.encoder
         limit = encoder.max_input_tokens
         texts = [i for i in inputs if isinstance(i, str)]
@@ -110,13 +117,18 @@ class RuntimeService:
                 encoder.check_ids(item, index)
                 sequence = list(self._fitted(item, limit, len(item), limit, truncate, truncate_left, index))
             sequences.append(sequence)
-        vectors = encoder.embed_sequences(sequences, normalize=normalize and dimensions is None)
+        return sequences
+
+    def _embedded(
+        self, inputs: list[EmbedInput], normalize: bool, dimensions: int | None, sequences: Sequences
+    ) -> Embeddings:
+        vectors = self.models.encoder.embed_sequences(sequences, normalize=normalize and dimensions is None)
         if dimensions is not None:
             vectors = vectors[:, :dimensions]
             vectors = l2_normalize(vectors) if normalize else vectors
         # A text embedded now (a chunk, at index time) is reranked later: read it for the reranker
-        # too while it is at hand (WordPiece ids are already cached by token_ids above).
-        self.scorer.prepare(texts)
+        # too while it is at hand (WordPiece ids are already cached by token_ids).
+        self.scorer.prepare([i for i in inputs if isinstance(i, str)])
         return Embeddings(vectors=vectors, tokens=sum(len(s) for s in sequences))
 
     @staticmethod
@@ -157,8 +169,11 @@ class RuntimeService:
         self._check_texts([query], "query")
         self._check_texts(texts, "texts", max_count=self.settings.rerank.max_texts)
         truncate = self._truncate(truncate)
+        texts = list(texts)
         with self._admitted():
-            return await self.executor.run(self.scorer.score, query, list(texts), truncate)
+            return await self.batcher.submit(
+                functools.partial(self.scorer.model_inputs, query, texts, truncate),
+                lambda _: self.scorer.score(query, texts, truncate))
 
     # -- extractive answers -----------------------------------------------------------------
     async def answer(self, turns: Sequence[ChatTurn]) -> ExtractiveAnswer:

@@ -55,7 +55,12 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
     # Spinning threads cut latency a little but burn a core while idle; the mesh shares 2 cores.
     allow_spinning: bool = False  # RAGMESH_RUNTIME_ALLOW_SPINNING
     batch_size: int = 32  # RAGMESH_RUNTIME_BATCH_SIZE: sequences per ONNX run
-    max_batch_tokens: int = 8192  # RAGMESH_RUNTIME_MAX_BATCH_TOKENS: padded tokens per ONNX run
+    # TEI's names. Concurrent /embed and /rerank requests share one model pass while the tokens
+    # the model must compute for them stay within max_batch_tokens (a request over it is a pass of
+    # its own), at most max_batch_requests of them (0: no limit, as TEI's default); one ONNX run
+    # also holds at most max_batch_tokens padded tokens and batch_size sequences.
+    max_batch_tokens: int = 8192  # RAGMESH_RUNTIME_MAX_BATCH_TOKENS
+    max_batch_requests: int = 0  # RAGMESH_RUNTIME_MAX_BATCH_REQUESTS
     max_client_batch_size: int = 32  # RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE
     max_input_chars: int = 32_768  # RAGMESH_RUNTIME_MAX_INPUT_CHARS: per text, before tokenizing
     auto_truncate: bool = True  # RAGMESH_RUNTIME_AUTO_TRUNCATE: default of the `truncate` field
@@ -77,6 +82,7 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
             allow_spinning=env_bool("RAGMESH_RUNTIME_ALLOW_SPINNING", d.allow_spinning),
             batch_size=env_int("RAGMESH_RUNTIME_BATCH_SIZE", d.batch_size),
             max_batch_tokens=env_int("RAGMESH_RUNTIME_MAX_BATCH_TOKENS", d.max_batch_tokens),
+            max_batch_requests=env_int("RAGMESH_RUNTIME_MAX_BATCH_REQUESTS", d.max_batch_requests),
             max_client_batch_size=env_int(
                 "RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE", d.max_client_batch_size
             ),

@@ -123,3 +123,14 @@ def test_reading_creates_nothing(tmp_path: Path) -> None:
     path = tmp_path / "traces" / "spans.jsonl"
     assert list(read_span_records(path)) == []
     assert not (tmp_path / "traces").exists()
+
+
+def test_a_span_folder_removed_while_serving_is_made_again(tmp_path: Path) -> None:
+    path = tmp_path / "traces" / "spans.jsonl"
+    exporter = JsonLinesSpanExporter(path)
+    assert exporter.export(finished_spans(1)) is SpanExportResult.SUCCESS
+    for leftover in path.parent.iterdir():
+        leftover.unlink()
+    path.parent.rmdir()
+    assert exporter.export(finished_spans(1, prefix="again")) is SpanExportResult.SUCCESS
+    assert [r["name"] for r in lines_of(path)] == ["again-0"]

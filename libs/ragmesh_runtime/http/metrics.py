@@ -1,4 +1,5 @@
-"""Prometheus metrics of the runtime: requests and their duration per endpoint, and /metrics itself.
+"""Prometheus metrics of the runtime: requests and their duration per endpoint, the batched model
+passes (requests and tokens per pass, each request's wait in the queue), and /metrics itself.
 
 Each app gets its own registry, so several apps in one process (tests) never collide. Unknown
 paths are counted under endpoint="other" so a scanner cannot blow up the label set.
@@ -7,6 +8,7 @@ paths are counted under endpoint="other" so a scanner cannot blow up the label s
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 from litestar import Request, Response, get
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -39,6 +41,32 @@ class RuntimeMetrics:
             ["endpoint", "status"],
             registry=self.registry,
         )
+
+        # ragmesh_runtime.batching: one observation per model pass shared by /embed and /rerank.
+        self.batch_requests = Histogram(
+            "ragmesh_runtime_batch_requests",
+            "Requests (/embed and /rerank) that shared one model pass.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+            registry=self.registry,
+        )
+        self.batch_tokens = Histogram(
+            "ragmesh_runtime_batch_tokens",
+            "Tokens the model computed in one pass (sequences it held no cached vector for).",
+            buckets=(0, 16, 64, 256, 1024, 4096, 16384),
+            registry=self.registry,
+        )
+        self.queue_wait = Histogram(
+            "ragmesh_runtime_queue_wait_seconds",
+            "Time a request waited between admission and the start of its model pass.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=self.registry,
+        )
+
+    def observe_batch(self, requests: int, tokens: int, queue_waits: Sequence[float]) -> None:
+        self.batch_requests.observe(requests)
+        self.batch_tokens.observe(tokens)
+        for wait in queue_waits:
+            self.queue_wait.observe(wait)
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
         async def measured(scope: Scope, receive: Receive, send: Send) -> None:

@@ -149,7 +149,7 @@ def build_info(service: RuntimeService) -> dict[str, object]:
         "max_concurrent_requests": settings.server.max_concurrent_requests,
         "max_input_length": encoder.max_input_tokens,
         "max_batch_tokens": settings.embedding.max_batch_tokens,
-        "max_batch_requests": None,
+        "max_batch_requests": settings.embedding.max_batch_requests or None,
         "max_client_batch_size": settings.embedding.max_client_batch_size,
         "auto_truncate": settings.embedding.auto_truncate,
         "tokenization_workers": 1,

@@ -19,7 +19,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
-from ragmesh_common.telemetry import http_server_span_details
+from ragmesh_common.telemetry import ASGI_MESSAGE_SPANS, http_server_span_details
 
 from ragmesh_gateway.composition import (
     PROTOCOL_ERROR_BODIES,
@@ -122,6 +122,7 @@ def create_app(settings: GatewaySettings | None = None, deps: GatewayDeps | None
                     exclude=["/health/live", "/metrics"],
                     server_request_hook_handler=_request_id_on_span,
                     scope_span_details_extractor=http_server_span_details,
+                    exclude_spans=ASGI_MESSAGE_SPANS,
                 )
             )
         ],

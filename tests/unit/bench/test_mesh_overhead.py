@@ -78,3 +78,50 @@ def test_cache_copy_loses_exactly_the_queries_vectors(tmp_path: Path, encoder: M
 def test_no_cache_file_means_an_empty_cache(tmp_path: Path) -> None:
     report = scrub_runtime_cache(tmp_path / "missing.npz", tmp_path / "copy.npz", ["q"])
     assert report["removed"] == 0 and not (tmp_path / "copy.npz").exists()
+
+
+def test_each_busy_sample_counts_once_for_the_layer_deepest_on_its_stack(tmp_path: Path) -> None:
+    from mesh_overhead import profile_shares
+
+    outer = "run_asgi (uvicorn/protocols/http/h11_impl.py:1);RequestContextMiddleware.__call__ (web/request_context.py:2)"
+    grpc = f"{outer};SearchController.search (search/controllers.py:3);UnaryUnaryCall._invoke (grpc/aio/_call.py:4)"
+    collapsed = tmp_path / "gateway.collapsed"
+    collapsed.write_text("\n".join([
+        f"{grpc} 6",
+        f"{outer};AllowedHosts.__call__ (web/allowed_hosts.py:5) 2",
+        "_bootstrap (threading.py:1);_worker (concurrent/futures/thread.py:2) 50",  # a pool worker waiting
+        "<module> (app.py:1);_find_and_load (<frozen importlib._bootstrap>:2) 40",  # start-up
+        "Thread.run (threading.py:1);BatchProcessor.worker (_shared_internal/__init__.py:2);export (x.py:3) 2",
+    ]) + "\n")
+
+    shares = profile_shares(collapsed)
+    assert shares["busy_samples"] == 10
+    pct = shares["share_pct"]
+    assert pct["gRPC calls (grpc.aio, protobuf)"] == 60.0
+    assert pct["host check"] == 20.0 and pct["span export thread (span file)"] == 20.0
+    assert pct["search pipeline, own work"] == 0.0 and pct["request context: request id, metrics, access log"] == 0.0
+
+
+def test_batching_counts_the_passes_of_a_pass_and_a_runtime_that_does_not_batch() -> None:
+    from mesh_overhead import batching_of
+
+    before = {"passes": 10.0, "requests": 12.0, "wait_s": 0.5}
+    after = {"passes": 14.0, "requests": 32.0, "wait_s": 1.5}
+    assert batching_of(before, after) == {"batched": True, "model_passes": 4, "requests": 20,
+                                          "requests_per_pass": 5.0, "mean_queue_wait_ms": 50.0}
+    assert batching_of({}, {}) == {"batched": False}
+
+
+def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
+    from mesh_overhead import LAYERS, smoke_failures
+
+    def line(path: str, level: int, errors: int = 0) -> dict:
+        return {"kind": "pass", "path": path, "concurrency": level, "requests": 4, "errors": errors, "p50_ms": 1.0}
+
+    lines = [line(p, 1) for p in ("gateway_fresh", "gateway_warm", "inprocess_warm", *LAYERS)]
+    lines.append({"kind": "ratio", "concurrency": 1, "same_results": 1.0})
+    assert smoke_failures(lines, [1]) == []
+    assert smoke_failures(lines[1:], [1]) == ["no gateway_fresh pass at 1 clients"]
+    lines[1] = line("gateway_warm", 1, errors=2)
+    (problem,) = smoke_failures(lines, [1])
+    assert problem.startswith("gateway_warm at 1 clients")

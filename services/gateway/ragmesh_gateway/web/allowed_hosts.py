@@ -20,25 +20,22 @@ RefusalBody = Callable[[RagmeshError, str], dict[str, Any]]
 OPERATIONS_ROUTES = frozenset({"/health/live", "/health/ready", "/metrics"})
 
 
-def host_allowed(host: str, patterns: list[str]) -> bool:
-    if not host:
-        return False
-    for pattern in patterns:
-        if host == pattern or (pattern.endswith(":*") and host.startswith(pattern[:-1])):
-            return True
-    return False
-
-
 class AllowedHosts:
     def __init__(self, app: Any, patterns: list[str], refusal_bodies: Mapping[str, RefusalBody] | None = None) -> None:
         self.app = app
         self.patterns = list(patterns)
         self.refusal_bodies = dict(refusal_bodies or {})
+        # The rule above, split once: exact names in a set, ``name:*`` as prefixes.
+        self._exact = frozenset(p.encode("latin-1") for p in patterns)
+        self._prefixes = tuple(p[:-1].encode("latin-1") for p in patterns if p.endswith(":*"))
+
+    def allows(self, host: bytes) -> bool:
+        return bool(host) and (host in self._exact or host.startswith(self._prefixes))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope.get("path") not in OPERATIONS_ROUTES:
-            host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), "")
-            if not host_allowed(host, self.patterns):
+            host = next((v for k, v in scope.get("headers", []) if k == b"host"), b"")
+            if not self.allows(host):
                 # The rejected name is not echoed: it is whatever the sender chose to put there.
                 error = RagmeshError(ErrorCode.MISDIRECTED_REQUEST,
                                      "this gateway does not answer for the host name in the Host header")

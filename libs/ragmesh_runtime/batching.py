@@ -1,0 +1,163 @@
+"""Dynamic batching, as TEI does it: concurrent /embed and /rerank requests share one model pass.
+
+A request becomes a job of two steps, both run on the inference thread: ``plan`` returns the model
+input sequences the job needs (tokenizing, windowing, validating), ``run`` computes the job's answer
+from them. The batcher takes every job queued when the inference thread is free, embeds the union
+of their sequences in one model pass (the encoder still splits it into ONNX runs of bounded padded
+size), then runs each job against those vectors (``MiniLmEncoder.reusing``). Nothing ever waits for
+company: a lone request starts at once, and requests that arrive while the model is busy form the
+next batch. Jobs join a pass while the tokens the model must compute for it stay within
+``max_batch_tokens`` (a job over it alone is a pass of its own) and the pass holds at most
+``max_batch_requests`` jobs (0: no limit, TEI's default).
+
+Errors stay with the job they belong to: a plan or run that raises fails its own request only; a
+model pass that raises fails every request of that pass, with an error saying so, and the next
+pass is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+
+log = logging.getLogger("ragmesh_runtime")
+
+Sequences = list[Sequence[int]]
+
+
+class BatchObserver(Protocol):
+    def __call__(self, requests: int, tokens: int, queue_waits: Sequence[float]) -> None:
+        """One model pass: its request count, the tokens the model computed, each request's wait."""
+
+
+class PassEncoder(Protocol):
+    """What the batcher needs of the encoder (ragmesh_runtime.encoder.MiniLmEncoder)."""
+
+    def embed_sequences(self, sequences: Sequence[Sequence[int]], normalize: bool = True) -> np.ndarray: ...
+
+    def is_cached(self, sequence: Sequence[int]) -> bool: ...
+
+    def reusing(self, vectors: dict[tuple[int, ...], np.ndarray]) -> Any: ...
+
+
+class InferenceRunner(Protocol):
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+
+@dataclass(slots=True)
+class Job:
+    plan: Callable[[], Sequences]
+    run: Callable[[Sequences], Any]
+    future: asyncio.Future
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+class DynamicBatcher:
+    def __init__(
+        self, encoder: PassEncoder, executor: InferenceRunner, *, max_batch_tokens: int, max_batch_requests: int = 0,
+        observe: BatchObserver | None = None,
+    ) -> None:
+        self._encoder = encoder
+        self._executor = executor
+        self._max_tokens = max_batch_tokens
+        self._max_requests = max_batch_requests
+        self._observe = observe
+        self._queue: deque[Job] = deque()
+        self._worker: asyncio.Task | None = None
+
+    async def submit(self, plan: Callable[[], Sequences], run: Callable[[Sequences], Any]) -> Any:
+        """The result of ``run(plan())``, computed in the next model pass."""
+        job = Job(plan, run, asyncio.get_running_loop().create_future())
+        self._queue.append(job)
+        if self._worker is None:
+            self._worker = asyncio.create_task(self._drain())
+        return await job.future
+
+    async def _drain(self) -> None:
+        """Serve batches while jobs are queued, then stop (the next submit starts a new worker)."""
+        try:
+            while self._queue:
+                jobs = self._take()
+                if not jobs:
+                    continue
+                loop = asyncio.get_running_loop()
+                try:
+                    await self._executor.run(self._serve, jobs, loop)
+                except RuntimeError:  # the executor shut down: the process is stopping
+                    for job in jobs:
+                        _settle(job, error=RagmeshError(ErrorCode.UNAVAILABLE, "runtime is shutting down"))
+        finally:
+            self._worker = None
+
+    def _take(self) -> list[Job]:
+        jobs: list[Job] = []
+        while self._queue and (not self._max_requests or len(jobs) < self._max_requests):
+            job = self._queue.popleft()
+            if not job.future.done():  # a client that went away needs no answer
+                jobs.append(job)
+        return jobs
+
+    # -- on the inference thread ----------------------------------------------------------------
+    def _serve(self, jobs: list[Job], loop: asyncio.AbstractEventLoop) -> None:
+        group: list[tuple[Job, Sequences]] = []
+        seen: set[tuple[int, ...]] = set()
+        tokens = 0
+        for job in jobs:
+            try:
+                sequences = job.plan()
+            except Exception as exc:  # bad input of this request only
+                loop.call_soon_threadsafe(_settle, job, None, exc)
+                continue
+            new = {key for key in map(tuple, sequences) if key not in seen and not self._encoder.is_cached(key)}
+            cost = sum(map(len, new))
+            if group and tokens + cost > self._max_tokens:
+                self._pass(group, tokens, loop)
+                group, seen, tokens = [], set(), 0
+            group.append((job, sequences))
+            seen |= new
+            tokens += cost
+        if group:
+            self._pass(group, tokens, loop)
+
+    def _pass(self, group: list[tuple[Job, Sequences]], tokens: int, loop: asyncio.AbstractEventLoop) -> None:
+        started = time.perf_counter()
+        union = list(dict.fromkeys(tuple(s) for _, sequences in group for s in sequences))
+        try:
+            vectors = self._encoder.embed_sequences(union, normalize=False)
+        except Exception as exc:
+            log.exception("model pass over a batch of %d requests failed", len(group))
+            error = RagmeshError(
+                ErrorCode.RUNTIME_ERROR,
+                f"Inference failed: the model pass over a batch of {len(group)} requests raised "
+                f"{type(exc).__name__}; other batches are served",
+            )
+            for job, _ in group:
+                loop.call_soon_threadsafe(_settle, job, None, error)
+            return
+        if self._observe is not None:
+            self._observe(len(group), tokens, [started - job.queued_at for job, _ in group])
+        with self._encoder.reusing(dict(zip(union, vectors))):
+            for job, sequences in group:
+                try:
+                    result = job.run(sequences)
+                except Exception as exc:
+                    loop.call_soon_threadsafe(_settle, job, None, exc)
+                else:
+                    loop.call_soon_threadsafe(_settle, job, result)
+
+
+def _settle(job: Job, result: Any = None, error: BaseException | None = None) -> None:
+    if job.future.done():  # cancelled meanwhile
+        return
+    if error is not None:
+        job.future.set_exception(error)
+    else:
+        job.future.set_result(result)

@@ -1,0 +1,181 @@
+"""The dynamic batcher: who shares a model pass, and whose error is whose (a counting encoder)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_runtime.batching import DynamicBatcher
+from ragmesh_runtime.service import InferenceExecutor
+
+POISON = 666
+
+
+class CountingEncoder:
+    """Vector of a sequence = [its sum, its length]; remembers each pass; a POISON id fails the pass."""
+
+    def __init__(self, cached: Sequence[Sequence[int]] = ()) -> None:
+        self.passes: list[list[tuple[int, ...]]] = []
+        self.cached = {tuple(s) for s in cached}
+        self.current: dict[tuple[int, ...], np.ndarray] = {}
+
+    def embed_sequences(self, sequences, normalize=True):
+        self.passes.append([tuple(s) for s in sequences])
+        if any(POISON in s for s in sequences):
+            raise RuntimeError("onnxruntime died")
+        return np.array([[sum(s), len(s)] for s in sequences], dtype=np.float32)
+
+    def is_cached(self, sequence) -> bool:
+        return tuple(sequence) in self.cached
+
+    @contextlib.contextmanager
+    def reusing(self, vectors):
+        self.current = vectors
+        yield
+        self.current = {}
+
+
+def batcher(encoder: CountingEncoder, observed: list | None = None, **limits) -> DynamicBatcher:
+    limits.setdefault("max_batch_tokens", 10_000)
+    observe = (lambda requests, tokens, waits: observed.append((requests, tokens, len(waits)))) \
+        if observed is not None else None
+    return DynamicBatcher(encoder, InferenceExecutor(), observe=observe, **limits)
+
+
+def job(encoder: CountingEncoder, *sequences: list[int]):
+    """plan: the sequences; run: their vectors' first components, read from the shared pass."""
+    return (lambda: list(sequences),
+            lambda planned: [float(encoder.current[tuple(s)][0]) for s in planned])
+
+
+def test_concurrent_requests_share_one_model_pass_and_each_gets_its_own_answer():
+    encoder, observed = CountingEncoder(), []
+    service = batcher(encoder, observed)
+
+    async def main():
+        return await asyncio.gather(*(service.submit(*job(encoder, [i, i], [i])) for i in range(1, 5)))
+
+    assert asyncio.run(main()) == [[2.0, 1.0], [4.0, 2.0], [6.0, 3.0], [8.0, 4.0]]
+    assert len(encoder.passes) == 1 and len(encoder.passes[0]) == 8
+    assert observed == [(4, 12, 4)]
+
+
+def test_a_lone_request_is_a_pass_of_its_own():
+    encoder, observed = CountingEncoder(), []
+    service = batcher(encoder, observed)
+
+    async def main():
+        first = await service.submit(*job(encoder, [1, 2]))
+        second = await service.submit(*job(encoder, [3]))
+        return first, second
+
+    assert asyncio.run(main()) == ([3.0], [3.0])
+    assert observed == [(1, 2, 1), (1, 1, 1)]
+
+
+def test_a_sequence_two_requests_share_is_computed_once():
+    encoder = CountingEncoder()
+    service = batcher(encoder)
+
+    async def main():
+        return await asyncio.gather(service.submit(*job(encoder, [5, 5])), service.submit(*job(encoder, [5, 5], [1])))
+
+    assert asyncio.run(main()) == [[10.0], [10.0, 1.0]]
+    assert encoder.passes == [[(5, 5), (1,)]]
+
+
+def test_the_token_limit_closes_a_pass_and_cached_sequences_cost_nothing():
+    encoder, observed = CountingEncoder(cached=[[9] * 50]), []
+    service = batcher(encoder, observed, max_batch_tokens=25)
+
+    async def main():
+        # 10 new tokens each, plus a 50-token sequence the cache holds: two fit a pass, not three.
+        return await asyncio.gather(*(service.submit(*job(encoder, [i] * 10, [9] * 50)) for i in range(5)))
+
+    results = asyncio.run(main())
+    assert [r[0] for r in results] == [0.0, 10.0, 20.0, 30.0, 40.0]
+    assert [(requests, tokens) for requests, tokens, _ in observed] == [(2, 20), (2, 20), (1, 10)]
+
+
+def test_a_request_over_the_token_limit_is_served_alone():
+    encoder, observed = CountingEncoder(), []
+    service = batcher(encoder, observed, max_batch_tokens=8)
+
+    async def main():
+        return await asyncio.gather(service.submit(*job(encoder, [1])), service.submit(*job(encoder, [2] * 20)),
+                                    service.submit(*job(encoder, [3])))
+
+    assert asyncio.run(main()) == [[1.0], [40.0], [3.0]]
+    assert [requests for requests, _, _ in observed] == [1, 1, 1]
+
+
+def test_max_batch_requests_bounds_a_pass():
+    encoder, observed = CountingEncoder(), []
+    service = batcher(encoder, observed, max_batch_requests=2)
+
+    async def main():
+        return await asyncio.gather(*(service.submit(*job(encoder, [i])) for i in range(5)))
+
+    assert asyncio.run(main()) == [[float(i)] for i in range(5)]
+    assert [requests for requests, _, _ in observed] == [2, 2, 1]
+
+
+def test_bad_input_fails_its_own_request_only():
+    encoder, observed = CountingEncoder(), []
+    service = batcher(encoder, observed)
+
+    def too_long():
+        raise RagmeshError(ErrorCode.QUERY_TOO_LONG, "inputs[0] must have at most 256 tokens; given 300")
+
+    async def main():
+        return await asyncio.gather(service.submit(*job(encoder, [1])), service.submit(too_long, lambda _: None),
+                                    service.submit(*job(encoder, [2])), return_exceptions=True)
+
+    first, refused, third = asyncio.run(main())
+    assert (first, third) == ([1.0], [2.0])
+    assert isinstance(refused, RagmeshError) and refused.code is ErrorCode.QUERY_TOO_LONG
+    assert [requests for requests, _, _ in observed] == [2]
+
+
+def test_a_model_failure_fails_every_request_of_its_pass_and_the_next_pass_is_served():
+    encoder = CountingEncoder()
+    service = batcher(encoder)
+
+    async def main():
+        failed = await asyncio.gather(service.submit(*job(encoder, [1])), service.submit(*job(encoder, [POISON])),
+                                      service.submit(*job(encoder, [3])), return_exceptions=True)
+        return failed, await service.submit(*job(encoder, [4]))
+
+    failed, later = asyncio.run(main())
+    assert all(isinstance(e, RagmeshError) and e.code is ErrorCode.RUNTIME_ERROR for e in failed)
+    assert "batch of 3 requests" in failed[0].message
+    assert later == [4.0]
+
+
+def test_a_request_whose_client_left_is_not_computed():
+    encoder = CountingEncoder()
+    service = batcher(encoder)
+
+    async def main():
+        gone = asyncio.ensure_future(service.submit(*job(encoder, [7])))
+        kept = asyncio.ensure_future(service.submit(*job(encoder, [8])))
+        await asyncio.sleep(0)  # both queued; the worker has not taken them yet
+        gone.cancel()
+        return await kept
+
+    assert asyncio.run(main()) == [8.0]
+    assert encoder.passes == [[(8,)]]
+
+
+def test_a_shut_down_executor_answers_unavailable():
+    encoder = CountingEncoder()
+    service = batcher(encoder)
+    service._executor.shutdown()
+    with pytest.raises(RagmeshError) as refused:
+        asyncio.run(service.submit(*job(encoder, [1])))
+    assert refused.value.code is ErrorCode.UNAVAILABLE
