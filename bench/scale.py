@@ -1,7 +1,7 @@
 """Search cost of the embedded store as a collection grows: 10k, 100k, 1M chunks built from a real set.
 
     .venv/bin/python bench/scale.py [--chunks 10000,100000,1000000] [--clients 1,16] [--queries 200]
-        [--base 3000] [--work-dir DIR] [--exact] [--quantization none|int8] [--smoke]
+        [--base 3000] [--ef 128,256] [--work-dir DIR] [--exact] [--quantization none|int8] [--smoke]
 
 How the N chunks are made (nothing here is random text or random vectors):
 1. SciFact's corpus becomes Markdown files (bench/beir_dataset.py) that the indexer's own scanner
@@ -82,11 +82,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--exact", action="store_true", help="never build HNSW (exact search at every size)")
     p.add_argument("--quantization", choices=("none", "int8"), default=None,
                    help="override RAGMESH_VECTOR_QUANTIZATION")
+    p.add_argument("--ef", default="", help="comma-separated RAGMESH_VECTOR_HNSW_EF values to measure on each "
+                   "collection (default: the setting's one)")
     p.add_argument("--keep", action="store_true", help="keep the collections' folders")
     p.add_argument("--smoke", action="store_true", help="a tiny pass (2,000 chunks, HNSW from 500) in seconds")
     args = p.parse_args(argv)
     if args.smoke:
-        args.chunks, args.clients, args.queries, args.base = "2000", "1,4", 12, 48
+        args.chunks, args.clients, args.queries, args.base, args.ef = "2000", "1,4", 12, 48, "64,128"
     return args
 
 
@@ -296,13 +298,15 @@ async def main_async(args: argparse.Namespace) -> int:
         try:
             name, built = await build(store, base, n, args.noise)
             truth = exact_top(base.vectors, n, base.query_vectors, args.noise)
-            recall_at_10 = await recall(store, name, base, truth)
-            for count in clients:
-                measured = await search_pass(store, name, base, count)
-                print(json.dumps({"bench": "scale", "chunks": n, "clients": count, **measured,
-                                  "recall_at_10": recall_at_10, "rss_mb": rss_mb(), "rss_before_mb": before,
-                                  "disk_mb": disk_mb(folder), **built, "load_1m": round(os.getloadavg()[0], 2)}),
-                      flush=True)
+            for ef in [int(x) for x in args.ef.split(",") if x] or [config.hnsw_ef]:
+                store.config = msgspec.structs.replace(config, hnsw_ef=ef)  # read at each query
+                recall_at_10 = await recall(store, name, base, truth)
+                for count in clients:
+                    measured = await search_pass(store, name, base, count)
+                    print(json.dumps({"bench": "scale", "chunks": n, "clients": count, **measured,
+                                      "recall_at_10": recall_at_10, "ef": ef, "rss_mb": rss_mb(),
+                                      "rss_before_mb": before, "disk_mb": disk_mb(folder), **built,
+                                      "load_1m": round(os.getloadavg()[0], 2)}), flush=True)
         finally:
             await store.close()
             if not args.keep:
