@@ -59,7 +59,7 @@ from ragmesh_common.vectorstore.index_config import VectorIndexConfig, load_inde
 from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, SparseVector  # noqa: E402
 from ragmesh_indexer.domain import ChunkingConfig, ScanConfig, chunk_document, scan_corpus  # noqa: E402
 from ragmesh_indexer.registry import CorpusSpec  # noqa: E402
-from ragmesh_indexer.writing import collection_meta, lexical_text, stored_point  # noqa: E402
+from ragmesh_indexer.writing import collection_meta, embedding_text, lexical_text, stored_point  # noqa: E402
 
 SCIFACT = Path("/work/shared/datasets/scifact")
 CORPUS = "scifact-scale"
@@ -118,8 +118,6 @@ def load_base(args: argparse.Namespace) -> BaseSet:
     chosen = every[::step][:args.base]
     queries = [dataset.queries[q] for q in sorted(dataset.queries)][:args.queries]
     texts = [lexical_text(a, c) for a, c, _ in chosen]
-    from ragmesh_indexer.writing import embedding_text
-
     vectors, query_vectors, identity = embed_cached(args.cache_dir, [embedding_text(a, c) for a, c, _ in chosen],
                                                     queries)
     lexical = LexicalEncoder()
