@@ -7,8 +7,12 @@ file under the root, one shard folder per collection.
 
 Semantics are QdrantVectorStore's over local mode, float for float where the port exposes scores:
 
-- dense search is exact (``SearchParams(exact=True)``, no HNSW is ever built), as local mode's
-  brute force is; in Rust that costs ~2-3 ms at 12k points of 384 dims and ~10 ms at 50k;
+- dense search is exact (``SearchParams(exact=True)``), as local mode's brute force is, below
+  ``VectorIndexConfig.hnsw_min_points``; in Rust that costs ~2-3 ms at 12k points of 384 dims and
+  grows linearly. A collection that size or larger gets Qdrant's HNSW graph (optionally over int8
+  scalar-quantized vectors, rescored on the originals), built by ``build_index`` — which an alias
+  swap starts in the background — on a thread of its own, while searches go on (exactly, over the
+  segments not yet indexed). bench/scale.py measures both sides;
 - hybrid: the dense and the BM25 candidate lists (each with the full filter) come from one
   ``query_batch``; RRF runs here with qdrant-client's formula and tie order, so ``fused`` equals
   local mode's; ``dense`` is the exact search's cosine, or for a hit from the BM25 list alone the
@@ -16,17 +20,24 @@ Semantics are QdrantVectorStore's over local mode, float for float where the por
 - sparse scores use the engine's IDF modifier over the whole collection, as local mode does; every
   fused hit carries its BM25 score (one more sparse query over the ids the BM25 list lacked).
 
-Every engine call runs on one worker thread: the engine releases the GIL while it searches, and one
-thread orders writes before the reads that follow them.
+Every engine call but the index build runs on one worker thread: the engine releases the GIL while
+it searches, and one thread orders writes before the reads that follow them.
+
+The engine memory-maps its files: a disk that fills up under a mapping kills the whole process
+(SIGBUS), the active index with it. So every write, and every index build, first checks that the
+disk keeps ``min_free_mb`` free after it (counting the holes of sparse files the engine has already
+sized), and is refused with UNAVAILABLE ``reason: disk_full`` otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import shutil
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,6 +48,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 from ragmesh_common.vectorstore.edge_catalog import EdgeCatalog
 from ragmesh_common.vectorstore.fusion import cosine, reciprocal_rank_fusion
+from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
     PATH_PREFIXES_KEY,
     CollectionInfo,
@@ -56,26 +68,49 @@ log = logging.getLogger("ragmesh.vectorstore.edge")
 # Keyword payload indexes: filters read them instead of checking each point's payload.
 INDEXED_KEYWORDS = ("corpus", "library", "version", "tags", PATH_PREFIXES_KEY, "doc_id")
 _EXACT = qe.SearchParams(exact=True)
+_MB = 1024 * 1024
+# Qdrant's own default: a filter matching fewer points than this many KB of vectors is answered by
+# scoring those points exactly (payload index first) rather than walking the graph.
+_FULL_SCAN_KB = 10_000
+# What a new shard's files are sized to before any point is written (qdrant-edge 0.9.0: two 32 MB
+# WAL segments, 32 MB first pages of the payload and BM25 storages, 4 MB per keyword index, ...),
+# sparse at first and filled as points arrive.
+_NEW_SHARD_BYTES = 176 * _MB
+
+
+def free_disk_bytes(path: Path) -> int:
+    return shutil.disk_usage(path).free
 
 
 class EdgeVectorStore(VectorStorePort):
-    """Opens (or creates) the store at ``root``; UNAVAILABLE if another process has it open."""
+    """Opens (or creates) the store at ``root``; UNAVAILABLE if another process has it open.
+
+    ``free_bytes`` tells the free space of the disk under a path (tests pass a fake one)."""
 
     kind = "qdrant-edge"
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, config: VectorIndexConfig | None = None, *,
+                 free_bytes: Callable[[Path], int] = free_disk_bytes) -> None:
         self.root = Path(root)
+        self.config = config or VectorIndexConfig()
+        self._free_bytes = free_bytes
         self._catalog = EdgeCatalog(self.root)
         self._shards: dict[str, qe.EdgeShard] = {}
+        self._points: dict[str, int] = {}  # per collection, refreshed by every write
+        self._builds: dict[str, Future] = {}  # index builds running or done, per collection
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge")
+        # Index builds run beside the worker: searches go on while a graph is built.
+        self._indexer = ThreadPoolExecutor(1, thread_name_prefix="qdrant-edge-index")
         self._closed = False
 
     async def close(self) -> None:
         if self._closed:
             return
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in self._builds.values()), return_exceptions=True)
         await self._run(self._close_all)
         self._closed = True
         self._executor.shutdown(wait=True)
+        self._indexer.shutdown(wait=True)
 
     # --- collections -------------------------------------------------------------------------
 
@@ -85,7 +120,32 @@ class EdgeVectorStore(VectorStorePort):
         await self._run(self._create, name, vector_size, msgspec.to_builtins(metadata))
 
     async def delete_collection(self, name: str) -> bool:
+        build = self._builds.pop(name, None)
+        if build is not None:  # a shard is never closed under its own index build
+            await asyncio.gather(asyncio.wrap_future(build), return_exceptions=True)
         return await self._run(self._delete, name)
+
+    async def build_index(self, name: str) -> bool:
+        """Builds the HNSW graph of a collection of at least ``hnsw_min_points`` points (blocking
+        until done; searches go on meanwhile). False when the collection stays exact."""
+        collection = await self._run(self._catalog.resolve, name)
+        points = await self.count(collection)
+        if not self.config.uses_hnsw(points):
+            return False
+        build = self._builds.get(collection)
+        if build is None or (build.done() and build.exception() is not None):
+            build = self._start_build(collection)
+        try:
+            await asyncio.wrap_future(build)
+        except RagmeshError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated to the taxonomy right here
+            raise _translate(exc) from None
+        return True
+
+    def index_building(self, name: str) -> bool:
+        build = self._builds.get(name)
+        return build is not None and not build.done()
 
     async def list_collections(self) -> list[str]:
         return await self._run(lambda: sorted(self._catalog.state.collections))
@@ -100,6 +160,10 @@ class EdgeVectorStore(VectorStorePort):
 
     async def set_alias(self, alias: str, collection: str | None) -> None:
         await self._run(self._set_alias, alias, collection)
+        if collection is not None and collection not in self._builds:
+            # What an alias serves gets its graph, in the background: searches stay exact meanwhile.
+            if self.config.uses_hnsw(await self.count(collection)):
+                self._start_build(collection)
 
     async def get_aliases(self) -> dict[str, str]:
         return await self._run(lambda: dict(self._catalog.state.aliases))
@@ -140,17 +204,16 @@ class EdgeVectorStore(VectorStorePort):
         if shard is None:
             shard = qe.EdgeShard.load(str(self._catalog.shard_path(collection)))
             self._shards[collection] = shard
+            self._points[collection] = int(shard.info().points_count)
         return shard
 
     def _create(self, name: str, vector_size: int, metadata: dict[str, Any]) -> None:
         state = self._catalog.state
         if name in state.collections or name in state.aliases:
             raise RagmeshError(ErrorCode.CONFLICT, f"collection {name} already exists")
+        self._require_space(_NEW_SHARD_BYTES)
         folder = self._catalog.new_folder()
-        config = qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=vector_size, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        )
+        config = edge_config(vector_size, self.config)
         shard = None
         try:
             shard = qe.EdgeShard.create(str(folder), config)
@@ -164,15 +227,53 @@ class EdgeVectorStore(VectorStorePort):
             shutil.rmtree(folder, ignore_errors=True)
             raise
         self._shards[name] = shard
+        self._points[name] = 0
 
     def _upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
         shard = self._shard(name)
-        shard.update(qe.UpdateOperation.upsert_points([_to_edge_point(point) for point in points]))
+        edge_points = [_to_edge_point(point) for point in points]
+        collection = self._catalog.resolve(name)
+        self._require_space(_write_bytes(points), self._catalog.shard_path(collection))
+        shard.update(qe.UpdateOperation.upsert_points(edge_points))
+        self._points[collection] = int(shard.info().points_count)
+
+    def _require_space(self, incoming: int, folder: Path | None = None) -> None:
+        """UNAVAILABLE (disk_full) unless the disk keeps ``min_free_mb`` after ``incoming`` more
+        bytes and after the engine fills the files it has already sized (their holes)."""
+        free = self._free_bytes(self.root)
+        needed = incoming + _hole_bytes(folder) + self.config.min_free_mb * _MB
+        if free < needed:
+            log.error("vector store disk full", extra={"fields": {"root": str(self.root), "free_mb": free // _MB,
+                                                                   "needed_mb": -(-needed // _MB)}})
+            raise RagmeshError(
+                ErrorCode.UNAVAILABLE,
+                f"the vector store's disk is full: {free // _MB} MB free under {self.root}, this write needs "
+                f"{-(-needed // _MB)} MB (with RAGMESH_EDGE_MIN_FREE_MB={self.config.min_free_mb} kept free); "
+                "nothing was written",
+                {"reason": "disk_full", "free_mb": free // _MB, "needed_mb": -(-needed // _MB)},
+            )
+
+    def _start_build(self, collection: str) -> Future:
+        build = self._indexer.submit(self._optimize, collection)
+        self._builds[collection] = build
+        build.add_done_callback(lambda f: _log_build(collection, f))
+        return build
+
+    def _optimize(self, collection: str) -> None:
+        """On the indexing thread. The engine writes the indexed segments beside the old ones before
+        it drops them: the disk must hold the shard a second time, graph included."""
+        folder = self._catalog.shard_path(collection)
+        self._require_space(_used_bytes(folder), folder)
+        shard = self._shards.get(collection)
+        if shard is None:
+            raise RagmeshError(ErrorCode.NOT_FOUND, "collection not found")
+        shard.optimize()
 
     def _delete(self, name: str) -> bool:
         folder = self._catalog.remove_collection(name)
         if folder is None:
             return False
+        self._points.pop(name, None)
         shard = self._shards.pop(name, None)
         if shard is not None:
             shard.close()
@@ -219,12 +320,13 @@ class EdgeVectorStore(VectorStorePort):
     def _query(self, query: HybridQuery, point_filter: qe.Filter) -> list[ScoredHit]:
         shard = self._shard(query.collection)
         sparse = _edge_sparse(query.sparse) if query.sparse is not None and query.sparse.indices else None
+        dense_params = self._dense_params(query.collection, max(query.candidates, query.limit))
         if query.dense is not None and sparse is not None:
-            return _fused_query(shard, query, list(query.dense), sparse, point_filter)
+            return _fused_query(shard, query, list(query.dense), sparse, point_filter, dense_params)
         using, vector = (DENSE, list(query.dense)) if query.dense is not None else (SPARSE, sparse)
         points = shard.query(qe.QueryRequest(
             limit=query.limit, query=qe.Query.Nearest(vector, using=using), filter=point_filter,
-            params=_EXACT if using == DENSE else None, with_payload=True,
+            params=dense_params if using == DENSE else None, with_payload=True,
         ))
         return [
             ScoredHit(
@@ -236,6 +338,17 @@ class EdgeVectorStore(VectorStorePort):
             )
             for rank, p in enumerate(points)
         ]
+
+    def _dense_params(self, name: str, limit: int) -> qe.SearchParams:
+        """Exact below the HNSW size; above it the graph, over whatever segments it already covers
+        (the engine scores the others exactly)."""
+        if not self.config.uses_hnsw(self._points.get(self._catalog.resolve(name), 0)):
+            return _EXACT
+        quantization = None
+        if self.config.quantized:
+            quantization = qe.QuantizationSearchParams(rescore=self.config.rescore,
+                                                       oversampling=self.config.oversampling)
+        return qe.SearchParams(hnsw_ef=max(self.config.hnsw_ef, limit), quantization=quantization)
 
     def _close_all(self) -> None:
         try:
@@ -261,13 +374,13 @@ class EdgeVectorStore(VectorStorePort):
 
 
 def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sparse: qe.SparseVector,
-                 point_filter: qe.Filter) -> list[ScoredHit]:
+                 point_filter: qe.Filter, dense_params: qe.SearchParams) -> list[ScoredHit]:
     """Both candidate lists in one planned batch (ids only), RRF here, then payloads and dense
     vectors of the winners alone."""
     candidates = max(query.candidates, query.limit)
     dense_list, sparse_list = shard.query_batch(qe.QueryBatchRequest([
         qe.QueryRequest(limit=candidates, query=qe.Query.Nearest(dense, using=DENSE), filter=point_filter,
-                        params=_EXACT),
+                        params=dense_params),
         qe.QueryRequest(limit=candidates, query=qe.Query.Nearest(sparse, using=SPARSE), filter=point_filter),
     ]))
     fused = reciprocal_rank_fusion(
@@ -277,7 +390,8 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
         return []
     ids = [i for i, _ in fused]
     records = {str(r.id): r for r in shard.retrieve(ids, True, False)}
-    # The exact dense search already scored its candidates (cosine of normalised vectors); only the
+    # The dense search already scored its candidates (cosine of normalised vectors, rescored on the
+    # originals when quantized); only the
     # hits that came from the BM25 list alone need their stored vector read.
     cosines = {str(p.id): float(p.score) for p in dense_list}
     missing = [i for i in ids if i not in cosines]
@@ -310,6 +424,65 @@ def _sparse_scores(shard: qe.EdgeShard, sparse: qe.SparseVector, point_filter: q
                                              filter=only)):
             scores[str(p.id)] = float(p.score)
     return scores
+
+
+def edge_config(vector_size: int, config: VectorIndexConfig) -> qe.EdgeConfig:
+    """A new shard's layout. The graph settings take effect only when ``build_index`` runs; every
+    segment above 1 KB is then indexed, since the collection-level size decided that it runs.
+    ``payload_m=0``: no extra per-payload-value graphs (every collection holds one corpus, so the
+    ACL filter matches all of it; selective filters fall back to exact scoring)."""
+    memory = qe.Memory.Cold if config.on_disk else None
+    quantization = None
+    if config.quantized:
+        quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned)
+    return qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=vector_size, distance=qe.Distance.Cosine, memory=memory)},
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        hnsw_config=qe.HnswIndexConfig(m=config.hnsw_m, ef_construct=config.hnsw_ef_construct,
+                                       full_scan_threshold=_FULL_SCAN_KB, payload_m=0, memory=memory),
+        quantization_config=quantization,
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1),
+    )
+
+
+def _write_bytes(points: Sequence[StoredPoint]) -> int:
+    """What an upsert adds on disk at most: the WAL record and the segment's copy of each point."""
+    size = 0
+    for point in points:
+        size += 8 * len(point.dense or ()) + 16 * len(point.sparse.indices if point.sparse else ())
+        size += len(msgspec.json.encode(point.payload))
+    return 2 * size
+
+
+def _hole_bytes(folder: Path | None) -> int:
+    """Bytes the engine's sparse files may still take: their size minus what the disk holds."""
+    if folder is None:
+        return 0
+    return sum(max(0, st.st_size - st.st_blocks * 512) for st in _file_stats(folder))
+
+
+def _used_bytes(folder: Path) -> int:
+    return sum(max(st.st_size, st.st_blocks * 512) for st in _file_stats(folder))
+
+
+def _file_stats(folder: Path) -> list[os.stat_result]:
+    stats = []
+    for base, _, files in os.walk(folder):
+        for name in files:
+            try:
+                stats.append(os.stat(os.path.join(base, name)))
+            except FileNotFoundError:  # the engine dropped it meanwhile
+                continue
+    return stats
+
+
+def _log_build(collection: str, build: Future) -> None:
+    error = build.exception()
+    if error is None:
+        log.info("vector index built", extra={"fields": {"collection": collection}})
+    else:  # searches stay exact; the next alias swap or build_index tries again
+        log.error("vector index build failed", extra={"fields": {"collection": collection,
+                                                                  "error": str(error)[:200]}})
 
 
 def build_edge_filter(point_filter: PointFilter) -> qe.Filter:
@@ -377,8 +550,16 @@ def _from_record(record: Any) -> StoredPoint:
     )
 
 
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def _translate(exc: Exception) -> RagmeshError:
     text = str(exc)
+    if (isinstance(exc, OSError) and exc.errno in _DISK_FULL) or any(
+            f"os error {n})" in text for n in _DISK_FULL):
+        log.error("vector store disk full", extra={"fields": {"error": text[:200]}})
+        return RagmeshError(ErrorCode.UNAVAILABLE, "the vector store's disk is full; nothing more was written",
+                            {"reason": "disk_full"})
     if isinstance(exc, (ValueError, TypeError, OverflowError)) or text.startswith(
         ("Wrong input", "Vector dimension error", "Validation")
     ):

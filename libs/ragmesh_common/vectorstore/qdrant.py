@@ -8,6 +8,15 @@ exactly that), and one thread also serialises writes against reads, which local 
 
 Collection metadata (CollectionMeta) is stored as Qdrant collection metadata (``metadata=``), which
 both local mode and Qdrant servers >= 1.16 keep; ``create_collection`` checks it was recorded.
+
+On a server, every new collection takes the layout of ``VectorIndexConfig``: HNSW ``m`` and
+``ef_construct``, segments indexed from about ``hnsw_min_points`` points on (the server builds the
+graph in the background; smaller segments are searched exactly), optional int8 scalar quantization
+rescored at query time, ``on_disk`` vectors and graph, and the cluster's ``shard_number``,
+``replication_factor`` and ``write_consistency_factor``. A server can accept a replication factor
+it cannot honour and create no replicas (qdrant/qdrant#5215), so the placement is read back: a
+collection whose shards or replicas were not all placed is deleted again and the create fails with
+INVALID_ARGUMENT ``reason: shards_unplaced``. Local mode has no graph or cluster: it ignores all this.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 from ragmesh_common.vectorstore.fusion import cosine
+from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
     PATH_PREFIXES_KEY,
     CollectionInfo,
@@ -47,8 +57,10 @@ INDEXED_KEYWORDS = ("corpus", "library", "version", "tags", PATH_PREFIXES_KEY, "
 
 
 class QdrantVectorStore(VectorStorePort):
-    def __init__(self, client: QdrantClient | AsyncQdrantClient, *, fast_local_commits: bool = True) -> None:
+    def __init__(self, client: QdrantClient | AsyncQdrantClient, config: VectorIndexConfig | None = None, *,
+                 fast_local_commits: bool = True) -> None:
         self.client = client
+        self.config = config or VectorIndexConfig()
         self._async = isinstance(client, AsyncQdrantClient)
         self.local = type(getattr(client, "_client", None)).__name__ in ("QdrantLocal", "AsyncQdrantLocal")
         self.kind = "qdrant-local" if self.local else "qdrant-server"
@@ -73,14 +85,24 @@ class QdrantVectorStore(VectorStorePort):
         if await self._run(self.client.collection_exists, name):
             raise RagmeshError(ErrorCode.CONFLICT, f"collection {name} already exists")
         recorded = msgspec.to_builtins(metadata)
-        await self._run(
-            self.client.create_collection,
-            name,
-            vectors_config={DENSE: models.VectorParams(size=vector_size, distance=models.Distance.COSINE)},
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-            metadata=recorded,
-        )
-        if not self.local:
+        if self.local:
+            await self._run(
+                self.client.create_collection,
+                name,
+                vectors_config={DENSE: models.VectorParams(size=vector_size, distance=models.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata=recorded,
+            )
+            return
+        try:
+            await self._run(self.client.create_collection, name, metadata=recorded,
+                            **server_collection_layout(vector_size, self.config))
+        except RagmeshError as exc:
+            if exc.code != ErrorCode.INVALID_ARGUMENT and not exc.details.get("said"):
+                raise  # a conflict, or a server that cannot be reached: not about the layout
+            raise self._layout_refused(name, exc.details.get("said") or exc.message) from None
+        try:
+            await self._require_placed(name)
             for key in INDEXED_KEYWORDS:
                 await self._run(
                     self.client.create_payload_index, name, key, field_schema=models.PayloadSchemaType.KEYWORD
@@ -90,6 +112,45 @@ class QdrantVectorStore(VectorStorePort):
                 raise RagmeshError(
                     ErrorCode.UNAVAILABLE, "the Qdrant server dropped collection metadata; it needs Qdrant >= 1.16"
                 )
+        except BaseException:
+            # A half-made collection would hold the name of the next try.
+            try:
+                await self._run(self.client.delete_collection, name)
+            except RagmeshError:
+                log.warning("could not delete a half-created collection", extra={"fields": {"collection": name}})
+            raise
+
+    async def _require_placed(self, name: str) -> None:
+        """Every shard replica asked for exists and is active, or INVALID_ARGUMENT."""
+        wanted = self.config.shard_number * self.config.replication_factor
+        if wanted == 1:
+            return
+        cluster = await self._run(self.client.collection_cluster_info, name)
+        replicas = [*cluster.local_shards, *cluster.remote_shards]
+        placed = sum(1 for r in replicas if str(getattr(r.state, "value", r.state)).lower() == "active")
+        shards = len({r.shard_id for r in replicas})
+        if placed < wanted or shards < self.config.shard_number:
+            raise self._layout_refused(
+                name, f"{shards} shard(s) and {placed} active replica(s) were placed, {wanted} were asked for",
+                placed=placed)
+
+    def _layout_refused(self, name: str, why: str, *, placed: int | None = None) -> RagmeshError:
+        config = self.config
+        details = {"reason": "shards_unplaced", "collection": name, "shard_number": config.shard_number,
+                   "replication_factor": config.replication_factor,
+                   "write_consistency_factor": config.write_consistency_factor}
+        if placed is not None:
+            details["placed"] = placed
+        log.error("collection layout refused", extra={"fields": details | {"why": why[:200]}})
+        return RagmeshError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"the Qdrant server could not create collection {name} with RAGMESH_QDRANT_SHARD_NUMBER="
+            f"{config.shard_number}, RAGMESH_QDRANT_REPLICATION_FACTOR={config.replication_factor}, "
+            f"RAGMESH_QDRANT_WRITE_CONSISTENCY_FACTOR={config.write_consistency_factor} (and the HNSW / "
+            f"quantization settings): {why}. Nothing was created; lower them to what the cluster's nodes "
+            "can hold, or add nodes",
+            details,
+        )
 
     async def delete_collection(self, name: str) -> bool:
         self._tuned.discard(name)
@@ -188,7 +249,8 @@ class QdrantVectorStore(VectorStorePort):
                 self.client.query_points,
                 query.collection,
                 prefetch=[
-                    models.Prefetch(query=dense, using=DENSE, limit=candidates, filter=point_filter),
+                    models.Prefetch(query=dense, using=DENSE, limit=candidates, filter=point_filter,
+                                    params=self._dense_params(candidates)),
                     models.Prefetch(query=sparse, using=SPARSE, limit=candidates, filter=point_filter),
                 ],
                 query=models.RrfQuery(rrf=models.Rrf(k=query.rrf_k)),
@@ -210,6 +272,7 @@ class QdrantVectorStore(VectorStorePort):
             query_filter=point_filter,
             limit=query.limit,
             with_payload=True,
+            search_params=self._dense_params(query.limit) if using == DENSE else None,
         )
         return [
             ScoredHit(
@@ -232,6 +295,16 @@ class QdrantVectorStore(VectorStorePort):
         response = await self._run(self.client.query_points, collection, query=sparse, using=SPARSE,
                                    query_filter=only, limit=len(ids), with_payload=False)
         return {str(p.id): float(p.score) for p in response.points}
+
+    def _dense_params(self, limit: int) -> models.SearchParams | None:
+        """The server's graph and quantization at query time; local mode searches exactly anyway."""
+        if self.local:
+            return None
+        quantization = None
+        if self.config.quantized:
+            quantization = models.QuantizationSearchParams(rescore=self.config.rescore,
+                                                           oversampling=self.config.oversampling)
+        return models.SearchParams(hnsw_ef=max(self.config.hnsw_ef, limit), quantization=quantization)
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -263,6 +336,31 @@ class QdrantVectorStore(VectorStorePort):
             storage.storage.execute("PRAGMA synchronous=NORMAL")
         except (AttributeError, KeyError, sqlite3.Error):
             log.info("local storage tuning skipped", extra={"fields": {"collection": name}})
+
+
+def server_collection_layout(vector_size: int, config: VectorIndexConfig) -> dict[str, Any]:
+    """``create_collection`` keyword arguments of a server collection, from the settings.
+
+    The server indexes a segment once its vectors pass ``indexing_threshold`` KB: the HNSW size in
+    points at this vector size. ``payload_m=0``: no extra per-payload-value graphs (one corpus per
+    collection, so the ACL filter matches all of it)."""
+    quantization = None
+    if config.quantized:
+        quantization = models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
+            type=models.ScalarType.INT8, quantile=0.99, always_ram=True))
+    return {
+        "vectors_config": {DENSE: models.VectorParams(size=vector_size, distance=models.Distance.COSINE,
+                                                      on_disk=config.on_disk or None)},
+        "sparse_vectors_config": {SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        "shard_number": config.shard_number,
+        "replication_factor": config.replication_factor,
+        "write_consistency_factor": config.write_consistency_factor,
+        "hnsw_config": models.HnswConfigDiff(m=config.hnsw_m, ef_construct=config.hnsw_ef_construct, payload_m=0,
+                                             on_disk=config.on_disk or None),
+        "optimizers_config": models.OptimizersConfigDiff(
+            indexing_threshold=max(1, config.hnsw_min_points * vector_size * 4 // 1024)),
+        "quantization_config": quantization,
+    }
 
 
 def build_filter(point_filter: PointFilter) -> models.Filter:
@@ -321,6 +419,15 @@ def _fused_hit(point: Any, query_vector: list[float], bm25: dict[str, float]) ->
     )
 
 
+def _server_says(exc: UnexpectedResponse) -> str:
+    """The server's own error text (``status.error``), short; it names settings, never documents."""
+    try:
+        said = exc.structured()["status"]["error"]
+    except Exception:  # noqa: BLE001 - an unparseable body just says nothing
+        return ""
+    return str(said)[:300]
+
+
 def _translate(exc: Exception) -> RagmeshError:
     text = str(exc)
     if isinstance(exc, UnexpectedResponse):
@@ -329,10 +436,13 @@ def _translate(exc: Exception) -> RagmeshError:
             return RagmeshError(ErrorCode.NOT_FOUND, "collection not found")
         if status == 409:
             return RagmeshError(ErrorCode.CONFLICT, "vector store conflict")
+        # The server's reason rides in details (for a caller that knows the request, like a create);
+        # the message stays generic.
+        said = {"said": _server_says(exc)}
         if status in (400, 422):
-            log.warning("vector store rejected a request", extra={"fields": {"status": status}})
-            return RagmeshError(ErrorCode.INVALID_ARGUMENT, "vector store rejected the request")
-        return RagmeshError(ErrorCode.UNAVAILABLE, f"vector store answered {status}")
+            log.warning("vector store rejected a request", extra={"fields": {"status": status, **said}})
+            return RagmeshError(ErrorCode.INVALID_ARGUMENT, "vector store rejected the request", said)
+        return RagmeshError(ErrorCode.UNAVAILABLE, f"vector store answered {status}", said)
     if isinstance(exc, (ResponseHandlingException, httpx.HTTPError, ConnectionError, TimeoutError)):
         return RagmeshError(ErrorCode.UNAVAILABLE, "vector store unreachable")
     if isinstance(exc, ValueError) and "not found" in text:

@@ -39,7 +39,7 @@ def open_store(settings: IndexerSettings) -> VectorStorePort:
 
         from ragmesh_common.vectorstore.qdrant import QdrantVectorStore
 
-        return QdrantVectorStore(AsyncQdrantClient(url=settings.qdrant_url))
+        return QdrantVectorStore(AsyncQdrantClient(url=settings.qdrant_url), settings.vector_index)
     from ragmesh_common.rpc.client import open_channel
     from ragmesh_common.vectorstore.grpc_store import GrpcVectorStore
 

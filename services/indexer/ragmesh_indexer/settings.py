@@ -7,6 +7,7 @@ from functools import lru_cache
 import msgspec
 
 from ragmesh_common.settings import addr, env_int, env_list, env_str, METRICS_PORTS, state_dir
+from ragmesh_common.vectorstore.index_config import VectorIndexConfig, load_index_config
 
 
 class IndexerSettings(msgspec.Struct, frozen=True):
@@ -35,6 +36,10 @@ class IndexerSettings(msgspec.Struct, frozen=True):
     # Every embedding runtime a build spreads its batches over (RAGMESH_EMBED_URLS, comma-separated);
     # empty: embed_url alone.
     embed_urls: list[str] = []
+    # The layout of the collections it creates on a Qdrant server (RAGMESH_QDRANT_URL): HNSW, quantization,
+    # shards and replicas (ragmesh_common.vectorstore.index_config). In the embedded default retrieval's own
+    # settings decide, since retrieval creates the collections the indexer asks for.
+    vector_index: VectorIndexConfig = VectorIndexConfig()
 
     @property
     def embedding_runtimes(self) -> list[str]:
@@ -67,6 +72,7 @@ class IndexerSettings(msgspec.Struct, frozen=True):
             state_dir=str(state_dir()),
             manifest_dir=env_str("RAGMESH_INDEXER_MANIFEST_DIR", "") or str(state_dir() / "manifests"),
             corpus_roots=env_list("RAGMESH_CORPUS_ROOTS"),
+            vector_index=load_index_config("indexer"),
         )
 
 

@@ -114,27 +114,15 @@ class CollectionWriter:
 
     async def _upsert(self, spec: CorpusSpec, collection: str, chunks: list[tuple[Article, Chunk]],
                       parents: dict, sparse: list, batch: _Ready) -> int:
-        points = []
-        for i, vector in batch:
-            article, chunk = chunks[i]
-            points.append(StoredPoint(
-                id=chunk.chunk_id, payload=payload_for(spec, article, chunk, parents.get(chunk.parent_id)),
-                dense=vector, sparse=SparseVector(sparse[i].indices, sparse[i].values)))
+        points = [stored_point(spec, *chunks[i], parents.get(chunks[i][1].parent_id), vector, sparse[i])
+                  for i, vector in batch]
         await self.store.upsert(collection, points)
         await self.checkpoint("upserted-batch")
         return len(points)
 
     def _meta(self, spec: CorpusSpec, index_version: str, model_id: str, embedder: EmbedderIdentity,
               avg_len: float, documents: int, chunks: int) -> CollectionMeta:
-        return CollectionMeta(
-            index_version=index_version,
-            corpus=CorpusMeta(corpus=spec.id, library=spec.library, version=spec.version,
-                              visibility=spec.visibility, license=spec.license, source_url=spec.source_url,
-                              root=spec.root),
-            embedding_model=model_id, vector_size=embedder.dimension, lexical_version=self.lexical.version,
-            lexical_config=self.lexical.config_dict(), avg_len=avg_len, documents=documents, chunks=chunks,
-            embedder=embedder,
-        )
+        return collection_meta(spec, index_version, model_id, embedder, self.lexical, avg_len, documents, chunks)
 
     async def reusable_vectors(self, corpus: str, model_id: str, embedder: EmbedderIdentity,
                                ids: list[str]) -> dict[str, list[float]]:
@@ -153,6 +141,26 @@ class CollectionWriter:
             points, _ = await self.store.scroll(source, ids=ids[start:start + page], with_vectors=True, limit=page)
             found.update({p.id: p.dense for p in points if p.dense})
         return found
+
+
+def collection_meta(spec: CorpusSpec, index_version: str, model_id: str, embedder: EmbedderIdentity,
+                    lexical: LexicalEncoder, avg_len: float, documents: int, chunks: int) -> CollectionMeta:
+    return CollectionMeta(
+        index_version=index_version,
+        corpus=CorpusMeta(corpus=spec.id, library=spec.library, version=spec.version,
+                          visibility=spec.visibility, license=spec.license, source_url=spec.source_url,
+                          root=spec.root),
+        embedding_model=model_id, vector_size=embedder.dimension, lexical_version=lexical.version,
+        lexical_config=lexical.config_dict(), avg_len=avg_len, documents=documents, chunks=chunks,
+        embedder=embedder,
+    )
+
+
+def stored_point(spec: CorpusSpec, article: Article, chunk: Chunk, parent, dense: list[float],
+                 sparse) -> StoredPoint:
+    """One chunk as the store keeps it: its payload, dense vector and BM25 vector."""
+    return StoredPoint(id=chunk.chunk_id, payload=payload_for(spec, article, chunk, parent), dense=dense,
+                       sparse=SparseVector(sparse.indices, sparse.values))
 
 
 def embedding_text(article: Article, chunk: Chunk) -> str:

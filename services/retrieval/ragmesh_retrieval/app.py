@@ -41,14 +41,15 @@ def open_store(settings: RetrievalSettings) -> VectorStorePort:
 
         from ragmesh_common.vectorstore.qdrant import QdrantVectorStore
 
-        return QdrantVectorStore(AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None))
+        return QdrantVectorStore(AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None),
+                                 settings.vector_index)
     busy = ("(only one process may open it; stop that one, or set RAGMESH_VECTOR_STORE=server and "
             "RAGMESH_QDRANT_URL)")
     if settings.vector_store == "edge":
         from ragmesh_common.vectorstore.edge import EdgeVectorStore
 
         try:
-            return EdgeVectorStore(settings.edge_path)
+            return EdgeVectorStore(settings.edge_path, settings.vector_index)
         except RagmeshError as exc:  # locked by another process, or an unreadable catalog
             hint = f" {busy}" if "another process" in exc.message else ""
             raise SystemExit(f"ragmesh-retrieval: {exc.message}{hint}") from exc

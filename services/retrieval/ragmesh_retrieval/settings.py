@@ -17,6 +17,8 @@ from ragmesh_common.settings import (
     state_dir,
 )
 
+from ragmesh_common.vectorstore.index_config import VectorIndexConfig, load_index_config
+
 from ragmesh_retrieval.domain.model import SEARCH_MODES, SearchLimits
 
 # RAGMESH_VECTOR_STORE -> the store's ``kind``. "edge" and "local" are embedded: this process owns
@@ -43,6 +45,9 @@ class RetrievalSettings(msgspec.Struct, frozen=True):
     # builds field by field (older tests) on local mode, as they were written for.
     vector_store: str = "local"
     edge_path: str = ""  # RAGMESH_EDGE_PATH, default <state dir>/qdrant-edge: vector_store "edge"
+    # RAGMESH_VECTOR_* (HNSW size, m, ef, quantization, on_disk), RAGMESH_QDRANT_SHARD_NUMBER / _REPLICATION_FACTOR
+    # / _WRITE_CONSISTENCY_FACTOR, RAGMESH_EDGE_MIN_FREE_MB: ragmesh_common.vectorstore.index_config
+    vector_index: VectorIndexConfig = VectorIndexConfig()
 
     @property
     def store_kind(self) -> str:
@@ -93,6 +98,7 @@ def load_settings(port: int | None = None, host: str | None = None) -> Retrieval
         ),
         vector_store=vector_store,
         edge_path=env_str("RAGMESH_EDGE_PATH") or str(state_dir() / "qdrant-edge"),
+        vector_index=load_index_config("retrieval"),
     )
 
 
