@@ -48,6 +48,7 @@ class LlmChatGenerator(ChatGenerator):
         self._max_prompt_chars = max_prompt_chars
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmesh-llm")
         self._waiting = 0
+        self._runs: set[_Generation] = set()  # started, not yet ended: stopped by close()
 
     @classmethod
     def load(cls, settings: RuntimeSettings) -> LlmChatGenerator:
@@ -76,12 +77,14 @@ class LlmChatGenerator(ChatGenerator):
             raise RagmeshError(ErrorCode.UNAVAILABLE, "runtime is shutting down") from None
         self._waiting += 1
         run.queued = True
+        self._runs.add(run)
         try:
             async for event in self._events(run):
                 yield event
         finally:
             run.stop.set()  # a client that left, or an error: the engine stops at its next token
             self._leave_queue(run)
+            self._runs.discard(run)
 
     def _leave_queue(self, run: _Generation) -> None:
         if run.queued:
@@ -141,6 +144,9 @@ class LlmChatGenerator(ChatGenerator):
         }
 
     def close(self) -> None:
+        """Stop what runs at its next token (a prompt being read is read to its end), then the engine."""
+        for run in list(self._runs):
+            run.stop.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.engine.close()
 
