@@ -221,3 +221,45 @@ def test_a_model_that_cannot_be_loaded_stops_the_start_naming_the_file(tmp_path:
     assert done.returncode != 0
     assert path.name in done.stderr and reason in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_llm_runtime_serves_the_openai_sdk_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """The deployed shape: `python -m ragmesh_runtime` with the llm profile answers the openai SDK,
+    and SIGTERM still stops it although llama.cpp installs SIGINT/SIGTERM handlers when it loads
+    (uvicorn installs its own after the load; a mesh's `stop` relies on SIGTERM)."""
+    import signal
+    import socket
+
+    import httpx
+    import openai
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "RAGMESH_RUNTIME_GENERATOR": "llm", "RAGMESH_RUNTIME_EMBED_CACHE_FILE": "off",
+           "RAGMESH_RUNTIME_LLM_CONTEXT_TOKENS": "1024"}
+    log_path = tmp_path / "runtime.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "ragmesh_runtime", "--port", str(port)], env=env,
+                                   stdout=log_file, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        assert process.poll() is None, log_path.read_text(errors="replace")
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=120)
+        assert [m.id for m in client.models.list().data] == [MODEL_ID]
+        completion = client.chat.completions.create(model=MODEL_ID, max_tokens=8, temperature=0,
+                                                    messages=_ask("How many jobs run at once?")["messages"])
+        assert completion.choices[0].finish_reason in ("stop", "length") and completion.choices[0].message.content
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) in (0, -signal.SIGTERM)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
