@@ -25,6 +25,9 @@ false_refusal_rate, refusal_rate_unanswerable, withheld_rate, answer length in w
 the first answer token and to the end, p50/p95 at the client, the model, the machine's load
 average (before and after) and the commit.
 
+``--from-records FILE`` asks nothing: it prints the summary of the records a run wrote (a run
+stopped before its end included; records are written as each answer arrives).
+
 ``--smoke`` starts the embedded mesh on tests/fixtures/product_docs_qa, asks two questions (one
 answerable, one not) and exits non-zero when the stream's events or the summary's fields are not
 the ones this script reads.
@@ -73,11 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a seeded random A answerable and U unanswerable questions of the split")
     p.add_argument("--seed", type=int, default=1, help="the --sample seed")
     p.add_argument("--smoke", action="store_true", help="a quick pass that fails when the API changed")
+    p.add_argument("--from-records", type=Path, default=None, metavar="FILE",
+                   help="summarize the records of an earlier (or stopped) run instead of asking")
     args = p.parse_args(argv)
     if args.smoke:
         args.dataset, args.sample, args.split, args.seed = SMOKE_DATASET, (1, 1), "all", 1
-    if args.dataset is None:
-        p.error("--dataset is required (or --smoke)")
+    if args.dataset is None and not args.from_records:
+        p.error("--dataset is required (or --smoke, --from-records)")
     if args.url and args.generator:
         p.error("--generator starts an embedded mesh; a running gateway (--url) answers with its own")
     return args
@@ -231,8 +236,27 @@ class EmbeddedMesh:
         shutil.rmtree(self._state, ignore_errors=True)
 
 
+def outcomes_from_records(path: Path) -> list[Outcome]:
+    """The outcomes a run recorded. A record keeps whether a cited source held a gold text, not the
+    sources' text, so a hit stands in as the gold itself: the summary's citation_hit is the same."""
+    outcomes = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        question = Question(r["id"], r["question"], r["answerable"], tuple(r["golds"]), None, r.get("kind", ""))
+        outcomes.append(Outcome(question, r["status"], r["answer"], list(question.answers) if r["citation_hit"] else [],
+                                r["latency_ms"], r["cited_urls"], r.get("first_token_ms"), r.get("finish_reason", "")))
+    return outcomes
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.from_records:
+        outcomes = outcomes_from_records(args.from_records)
+        print(json.dumps({"records": str(args.from_records), "label": args.label or None, "split": args.split,
+                          **summarize(outcomes)}), flush=True)
+        return 0
     questions = load_questions(args.dataset)
     if args.split != "all":
         questions = [q for q in questions if split_of(q) == args.split]

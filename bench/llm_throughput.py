@@ -7,8 +7,8 @@
 One JSON line per thread count: prompt tokens read and their rate, tokens generated and their
 rate (llama.cpp's own timings of the last of ``--runs`` runs), wall seconds, and the machine's load
 average before and after. The prompt is the evidence protocol over docs/architecture.md, as the
-generation service would send it; temperature 0, and every run's prompt differs in its question,
-so llama.cpp's prompt cache cannot skip the reading. ``--smoke`` fails when the engine's chunks
+generation service would send it; temperature 0, and llama.cpp's prompt cache off (``cache_prompt:
+false``), so every run reads its whole prompt. ``--smoke`` fails when the engine's chunks
 no longer carry the timings this reads.
 """
 
@@ -46,7 +46,7 @@ def measure(engine: LlamaCppEngine, evidence: str, max_tokens: int, run: int) ->
         {"role": "system", "content": "Answer only from the evidence and cite it as [S1]."},
         {"role": "user", "content": f'<evidence>\n<source id="S1">\n{evidence}\n</source>\n</evidence>\n'
                                     f"<question>Run {run}: what does the indexer service own?</question>"}],
-        "max_tokens": max_tokens, "temperature": 0, "stream_options": {"include_usage": True}}
+        "max_tokens": max_tokens, "temperature": 0, "cache_prompt": False, "stream_options": {"include_usage": True}}
     chunks: list[dict] = []
     started = time.perf_counter()
     engine.chat(body, lambda chunk: chunks.append(chunk) or False)
