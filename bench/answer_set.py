@@ -77,6 +77,8 @@ class Outcome:
     cited_texts: list[str]
     latency_ms: float
     cited_urls: list[str] = field(default_factory=list)
+    first_token_ms: float | None = None  # to the first answer token; None when none came
+    finish_reason: str = ""
 
     @property
     def answered(self) -> bool:
@@ -88,7 +90,9 @@ class Outcome:
                 "status": self.status, "answer": self.answer, "golds": list(q.answers),
                 "answer_hit": q.answerable and self.answered and contains_gold(self.answer, q.answers),
                 "citation_hit": q.answerable and any(contains_gold(t, q.answers) for t in self.cited_texts),
-                "cited_urls": self.cited_urls, "latency_ms": round(self.latency_ms, 1)}
+                "cited_urls": self.cited_urls, "latency_ms": round(self.latency_ms, 1),
+                "first_token_ms": None if self.first_token_ms is None else round(self.first_token_ms, 1),
+                "finish_reason": self.finish_reason}
 
 
 def _share(hits: int, total: int) -> float | None:
@@ -108,6 +112,7 @@ def summarize(outcomes: list[Outcome]) -> dict:
     answered = [o for o in outcomes if o.answered]
     words = [answer_words(o.answer) for o in answered]
     latencies = [o.latency_ms for o in outcomes]
+    first_tokens = [o.first_token_ms for o in outcomes if o.first_token_ms is not None]
     summary = {
         "questions": len(outcomes), "answerable": len(answerable), "unanswerable": len(unanswerable),
         "answer_hit": _share(sum(o.record()["answer_hit"] for o in answerable), len(answerable)),
@@ -118,6 +123,7 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "errors": sum(o.status.startswith("error") for o in outcomes),
         "answer_words_mean": round(statistics.fmean(words), 1) if words else None,
         "answer_words_p50": _pct(words, 0.5), "answer_words_p95": _pct(words, 0.95),
+        "first_token_ms_p50": _pct(first_tokens, 0.5), "first_token_ms_p95": _pct(first_tokens, 0.95),
         "latency_ms_p50": _pct(latencies, 0.5), "latency_ms_p95": _pct(latencies, 0.95),
     }
     kinds = sorted({o.question.kind for o in answerable if o.question.kind})

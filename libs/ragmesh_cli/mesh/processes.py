@@ -333,6 +333,20 @@ class Mesh:
             return ""
 
 
+def generator_env(generator: str | None, llm_model: str = "", llm_sha256: str = "") -> dict[str, str]:
+    """The runtime's generator profile as `ragmesh up --generator/--llm-model/--llm-sha256` chose it;
+    what is not given is left to the environment (and the runtime's defaults)."""
+    env: dict[str, str] = {}
+    if generator:
+        env["RAGMESH_RUNTIME_GENERATOR"] = generator
+    if llm_model:
+        env["RAGMESH_RUNTIME_LLM_MODEL"] = str(Path(llm_model).expanduser().resolve()) \
+            if Path(llm_model).expanduser().exists() else llm_model
+    if llm_sha256:
+        env["RAGMESH_RUNTIME_LLM_SHA256"] = llm_sha256.lower()
+    return env
+
+
 def http_json(url: str, body: dict | None = None, *, timeout: float = 60.0, headers: dict | None = None):
     import json
 

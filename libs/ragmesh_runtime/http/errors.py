@@ -77,6 +77,8 @@ def openai_error(error: RagmeshError) -> Response[bytes]:
     if status >= 500 and status != 503:
         status, message = 500, "internal error"
     error_type = _OPENAI_TYPES.get(status, "InternalServerError")
+    # A more precise type where the error names one (llama.cpp's "exceed_context_size_error").
+    error_type = str(error.details.get("openai_type", error_type)) if status < 500 else error_type
     return _json(status, {"error": {"message": message, "type": error_type, "param": None, "code": status}})
 
 

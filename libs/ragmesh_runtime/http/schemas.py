@@ -1,7 +1,8 @@
 """Request bodies of the TEI and OpenAI routes, as msgspec Structs.
 
 Unknown fields are ignored, as TEI and vLLM do: OpenAI clients send sampling options
-(temperature, top_p, ...) that an extractive answerer has no use for.
+(logprobs, presence_penalty, ...); temperature, top_p, stop and seed reach a language model
+profile, and an extractive answerer has no use for them.
 
 TEI's ``Input`` is a text, a list of token ids, or a batch of either; msgspec takes one array type
 per union, so the list forms are decoded as ``list[Any]`` and sorted out by :func:`embed_inputs`.
@@ -82,6 +83,11 @@ class ChatCompletionRequest(msgspec.Struct):
     max_completion_tokens: int | None = None
     n: int = 1
     stream_options: StreamOptions | None = None
+    # Sampling options a language model profile passes to its engine; the extractive one ignores them.
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
 
 
 def _is_ids(value: Any) -> bool:

@@ -18,6 +18,7 @@ from litestar.di import Provide
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime import __version__
+from ragmesh_runtime.chat import ChatGenerator
 from ragmesh_runtime.http.schemas import (
     DecodeRequest,
     EmbedRequest,
@@ -122,8 +123,8 @@ class TeiController(Controller):
         return _json(ranks)
 
     @get("/info")
-    async def info(self, service: RuntimeService) -> Response[bytes]:
-        return _json(build_info(service))
+    async def info(self, request: Request, service: RuntimeService) -> Response[bytes]:
+        return _json(build_info(service, request.app.state.chat_generator))
 
     @get("/health")
     async def health(self, service: RuntimeService) -> Response[bytes]:
@@ -135,10 +136,9 @@ def _token(token) -> dict[str, object]:
     return {"id": token.id, "text": token.text, "special": token.special, "start": token.start, "stop": token.stop}
 
 
-def build_info(service: RuntimeService) -> dict[str, object]:
+def build_info(service: RuntimeService, chat: ChatGenerator) -> dict[str, object]:
     settings = service.settings
     encoder = service.models.encoder
-    generator = settings.generator
     return {
         # TEI's fields, describing the embedding model this process serves.
         "model_id": EMBEDDING_MODEL_ID,
@@ -171,15 +171,7 @@ def build_info(service: RuntimeService) -> dict[str, object]:
                 "/tokenize": "the model's own WordPiece tokenizer, with character offsets",
                 "/decode": "the same tokenizer, ids back to text",
                 "/rerank": service.scorer.description,
-                "/v1/chat/completions": (
-                    "extractive, not an LLM: copies the 1-"
-                    f"{generator.max_units} evidence units (sentences, table rows with their headers, list "
-                    "items, key: value lines, code lines) closest to the question (MiniLM cosine + "
-                    f"{generator.lexical_weight} x term overlap, less {generator.rank_weight} per source "
-                    f"rank and {generator.kind_penalty} when the unit cannot hold the kind of answer asked "
-                    "for), inline Markdown removed, each followed by its [S#]; answers "
-                    f"INSUFFICIENT_EVIDENCE when the best score is below {generator.min_score}"
-                ),
+                "/v1/chat/completions": chat.describe()["description"],
             },
             "not_offered": NOT_OFFERED,
             "rerank_method": service.scorer.name,
@@ -192,7 +184,9 @@ def build_info(service: RuntimeService) -> dict[str, object]:
                 if settings.embedding.cache_entries else "off"
             ),
             "rerank_scores": "raw_scores=false clamps the score to [0, 1]; it is not a probability",
-            "generator_model_id": generator.model_id,
+            "generator_model_id": chat.model_id,
+            # What answers /v1/chat/completions (RAGMESH_RUNTIME_GENERATOR), with its model file.
+            "generator": chat.describe(),
             # The embedder's identity beyond TEI's fields (ragmesh_common.embedders.identity reads both).
             "embedder": {
                 "base_model": "sentence-transformers/all-MiniLM-L6-v2",
