@@ -5,6 +5,6 @@
 Tests and benchmarks start a mesh with ``Mesh(state_dir=..., ports=MeshPorts(base)).start()``.
 """
 
-from ragmesh_cli.mesh.processes import SERVICES, Mesh, MeshPorts
+from ragmesh_cli.mesh.processes import SERVICES, Mesh, MeshPorts, generator_env
 
-__all__ = ["SERVICES", "Mesh", "MeshPorts"]
+__all__ = ["SERVICES", "Mesh", "MeshPorts", "generator_env"]
