@@ -19,7 +19,7 @@ from ragmesh_bench.harness import SMOKE_CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
-# Scripts whose smoke pass another branch of this session adds; strict, so the entry must go once it runs.
+# Scripts whose smoke pass is known to be missing, with why; strict, so an entry must go once it runs.
 PENDING: dict[str, str] = {}
 
 
