@@ -34,7 +34,7 @@ def dump(args: argparse.Namespace) -> int:
     questions = load_questions(args.dataset)
     with httpx.Client(base_url=args.url, timeout=120) as http, args.out.open("w", encoding="utf-8") as out:
         for q in questions:
-            body = {"query": q.question, "top_k": 5, "include_content": True, "filters": {"corpus": args.corpus}}
+            body = {"query": q.question, "top_k": args.top_k, "include_content": True, "filters": {"corpus": args.corpus}}
             results = http.post("/api/rag/v1/search", json=body).json().get("results", [])
             sources = [{"id": r["source_id"], "title": r["title"], "heading": " > ".join(r["heading_path"]),
                         "text": r.get("content") or r["quote"]} for r in results]
@@ -57,7 +57,8 @@ def replay(args: argparse.Namespace) -> int:
     base = ExtractiveAnswerer(models.encoder, GeneratorSettings.from_env())  # env: the signals themselves
     prepared = []
     for q in questions:
-        sources = tuple(EvidenceSource(s["id"], s["title"], s["heading"], s["text"]) for s in evidence[q.id])
+        saved = evidence[q.id][: args.sources or None]
+        sources = tuple(EvidenceSource(s["id"], s["title"], s["heading"], s["text"]) for s in saved)
         prompt = EvidencePrompt(sources, q.question)
         candidates = base.candidates(prompt) if sources else []
         prepared.append((q, prompt, base.features(q.question, candidates) if candidates else []))
@@ -108,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--url", required=True)
     d.add_argument("--corpus", required=True)
     d.add_argument("--out", required=True, type=Path)
+    d.add_argument("--top-k", type=int, default=5, help="sources saved per question (replay --sources takes fewer)")
     r = sub.add_parser("replay")
     r.add_argument("--dataset", required=True, type=Path)
     r.add_argument("--evidence", required=True, type=Path)
     r.add_argument("--split", default="tune", choices=SPLITS)
     r.add_argument("--set", dest="pairs", action="append", default=[], metavar="FIELD=V1,V2",
                    help="a GeneratorSettings field and the values to try (repeatable: a grid)")
+    r.add_argument("--sources", type=int, default=0, help="answer from only the first N saved sources (0: all)")
     r.add_argument("--show-misses", action="store_true", help="print each miss to stderr (last setting wins)")
     args = p.parse_args(argv)
     if args.command == "dump":
