@@ -12,7 +12,8 @@ the generation service would send, so the answer is the one ``/v1/chat/completio
 the same sources; it prints one JSON line per setting, with the metrics of bench/answer_set.py and
 ``evidence_hit``: the share of answerable questions whose saved sources hold a gold text.
 Tune on ``--split tune`` only; ``check`` is for the report. The real mesh figures come from
-bench/eval_answers.py.
+bench/eval_answers.py. ``--smoke`` replays two built-in questions (one answerable, one not) and
+exits non-zero unless the answerer's API and the printed fields are what this script expects.
 """
 
 from __future__ import annotations
@@ -101,8 +102,44 @@ def _number(text: str):
     return float(text) if "." in text else int(text)
 
 
+_SMOKE_SOURCE = {"id": "S1", "title": "Tern", "heading": "Tern > Settings",
+                 "text": "| Setting | Default |\n|---|---|\n| max_parallel | 8 |\n\nTern reads /etc/tern/tern.toml at start."}
+_SMOKE_QUESTIONS = [
+    {"id": "s1", "question": "What is the default of max_parallel?", "answerable": True, "answers": ["8"], "file": "a.md"},
+    {"id": "s2", "question": "How do I configure LDAP login?", "answerable": False, "answers": [], "file": None},
+]
+
+
+def smoke() -> int:
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in _SMOKE_QUESTIONS))
+        evidence = root / "evidence.jsonl"
+        evidence.write_text("".join(json.dumps({"id": q["id"], "sources": [_SMOKE_SOURCE]}) + "\n"
+                                    for q in _SMOKE_QUESTIONS))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            main(["replay", "--dataset", str(root), "--evidence", str(evidence), "--split", "all",
+                  "--set", "max_missing_share=0.99"])
+    line = json.loads(printed.getvalue().splitlines()[-1])
+    expected = {"answer_hit", "refusal_rate_unanswerable", "evidence_hit", "answer_words_mean", "max_missing_share"}
+    if not expected <= line.keys() or line["answer_hit"] != 1.0 or line["refusal_rate_unanswerable"] != 1.0:
+        print(f"smoke: unexpected replay output {line}", file=sys.stderr)
+        return 1
+    print(json.dumps({"bench": "tune_answerer", "smoke": "ok", **line}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--smoke"]:
+        return smoke()
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--smoke", action="store_true", help="a few seconds' replay of two built-in questions")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump")
     d.add_argument("--dataset", required=True, type=Path)
