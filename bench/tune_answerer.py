@@ -12,7 +12,8 @@ the generation service would send, so the answer is the one ``/v1/chat/completio
 the same sources; it prints one JSON line per setting, with the metrics of bench/answer_set.py and
 ``evidence_hit``: the share of answerable questions whose saved sources hold a gold text.
 Tune on ``--split tune`` only; ``check`` is for the report. The real mesh figures come from
-bench/eval_answers.py.
+bench/eval_answers.py. ``--smoke`` replays two built-in questions (one answerable, one not) and
+exits non-zero unless the answerer's API and the printed fields are what this script expects.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def dump(args: argparse.Namespace) -> int:
     questions = load_questions(args.dataset)
     with httpx.Client(base_url=args.url, timeout=120) as http, args.out.open("w", encoding="utf-8") as out:
         for q in questions:
-            body = {"query": q.question, "top_k": 5, "include_content": True, "filters": {"corpus": args.corpus}}
+            body = {"query": q.question, "top_k": args.top_k, "include_content": True, "filters": {"corpus": args.corpus}}
             results = http.post("/api/rag/v1/search", json=body).raise_for_status().json()["results"]
             sources = [{"id": r["source_id"], "title": r["title"], "heading": " > ".join(r["heading_path"]),
                         "text": r.get("content") or r["quote"]} for r in results]
@@ -57,7 +58,8 @@ def replay(args: argparse.Namespace) -> int:
     base = ExtractiveAnswerer(models.encoder, GeneratorSettings.from_env())  # env: the signals themselves
     prepared = []
     for q in questions:
-        sources = tuple(EvidenceSource(s["id"], s["title"], s["heading"], s["text"]) for s in evidence[q.id])
+        saved = evidence[q.id][: args.sources or None]
+        sources = tuple(EvidenceSource(s["id"], s["title"], s["heading"], s["text"]) for s in saved)
         prompt = EvidencePrompt(sources, q.question)
         candidates = base.candidates(prompt) if sources else []
         prepared.append((q, prompt, base.features(q.question, candidates) if candidates else []))
@@ -104,6 +106,7 @@ def smoke(args: argparse.Namespace) -> int:
     """dump from the running mesh's gateway, then replay the evidence with one setting."""
     mesh = RunningMesh.from_env()
     args.dataset, args.url, args.corpus = tiny_answer_set(), mesh.gateway_url, mesh.corpus
+    args.top_k, args.sources = 5, 0
     args.out = args.evidence = scratch_folder() / "evidence.jsonl"
     dump(args)
     args.split, args.show_misses, args.vary, args.values = "all", False, ["min_score"], ["0.5"]
@@ -118,12 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--url", required=True)
     d.add_argument("--corpus", required=True)
     d.add_argument("--out", required=True, type=Path)
+    d.add_argument("--top-k", type=int, default=5, help="sources saved per question (replay --sources takes fewer)")
     r = sub.add_parser("replay")
     r.add_argument("--dataset", required=True, type=Path)
     r.add_argument("--evidence", required=True, type=Path)
     r.add_argument("--split", default="tune", choices=SPLITS)
     r.add_argument("--set", dest="pairs", action="append", default=[], metavar="FIELD=V1,V2",
                    help="a GeneratorSettings field and the values to try (repeatable: a grid)")
+    r.add_argument("--sources", type=int, default=0, help="answer from only the first N saved sources (0: all)")
     r.add_argument("--show-misses", action="store_true", help="print each miss to stderr (last setting wins)")
     args = parse_args(p, argv)
     if args.smoke:

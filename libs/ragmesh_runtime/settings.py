@@ -182,8 +182,14 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     rank_weight: float = 0.0  # RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT
     # Subtracted when the question asks for a number, date or name the unit cannot hold.
     kind_penalty: float = 0.2  # RAGMESH_RUNTIME_GENERATOR_KIND_PENALTY
-    # Further units join the answer only while within this distance of the best score.
+    # Further units join the answer only while within this distance of the best score,
     score_margin: float = 0.2  # RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN
+    # and only when relevant themselves: their cosine to the question within this of the best's,
+    join_cosine_margin: float = 1.0  # RAGMESH_RUNTIME_GENERATOR_JOIN_COSINE_MARGIN
+    # and at least this share of the question's terms in their own words.
+    join_min_lexical: float = 0.0  # RAGMESH_RUNTIME_GENERATOR_JOIN_MIN_LEXICAL
+    # Refused when more than this share of the question's terms (or a name in it) is in no source.
+    max_missing_share: float = 1.0  # RAGMESH_RUNTIME_GENERATOR_MAX_MISSING_SHARE
     # Units beyond this many (in source order) are not scored; bounds the work per answer.
     max_evidence_units: int = 400  # RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS
     max_prompt_chars: int = 200_000  # RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS
@@ -203,6 +209,9 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
             rank_weight=env_float("RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT", d.rank_weight),
             kind_penalty=env_float("RAGMESH_RUNTIME_GENERATOR_KIND_PENALTY", d.kind_penalty),
             score_margin=env_float("RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN", d.score_margin),
+            join_cosine_margin=env_float("RAGMESH_RUNTIME_GENERATOR_JOIN_COSINE_MARGIN", d.join_cosine_margin),
+            join_min_lexical=env_float("RAGMESH_RUNTIME_GENERATOR_JOIN_MIN_LEXICAL", d.join_min_lexical),
+            max_missing_share=env_float("RAGMESH_RUNTIME_GENERATOR_MAX_MISSING_SHARE", d.max_missing_share),
             max_evidence_units=env_int(
                 "RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS", d.max_evidence_units
             ),

@@ -7,14 +7,17 @@ from typing import Any
 
 from ragmesh_cli.gateway_client import GatewayCall, add_gateway_options, exit_code_for, stream_answer
 from ragmesh_cli.output import EXIT_NO_EVIDENCE, EXIT_OK, emit, err
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     for name, helptext in (("search", "search the knowledge base"), ("answer", "ask a grounded question")):
         c = sub.add_parser(name, help=helptext)
         c.add_argument("query", help="what to search for" if name == "search" else "the question")
-        c.add_argument("--top-k", type=int, default=8,
-                       help="passages to return (default 8)" if name == "search" else "passages to answer from (default 8)")
+        top_k = 8 if name == "search" else ANSWER_SOURCES  # answer: what the widget, MCP and OpenAI route use
+        c.add_argument("--top-k", type=int, default=top_k,
+                       help=f"passages to return (default {top_k})" if name == "search"
+                       else f"passages to answer from (default {top_k})")
         c.add_argument("--library", default="", help="only this library (corpus ids are library@version)")
         c.add_argument("--version", default="", help="only this version of the library")
         c.add_argument("--corpus", default="", help="only this corpus (library@version)")

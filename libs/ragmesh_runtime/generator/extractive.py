@@ -33,10 +33,18 @@ import re
 from dataclasses import dataclass
 
 from ragmesh_runtime.encoder import MiniLmEncoder
+from ragmesh_runtime.generator.coverage import missing_key_terms
 from ragmesh_runtime.generator.lexical import content_terms, overlap
 from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt
-from ragmesh_runtime.generator.question_types import asks_for_procedure, can_hold, expected_kind
-from ragmesh_runtime.generator.units import CODE_LINE, SENTENCE, AnswerUnit, split_units
+from ragmesh_runtime.generator.question_types import (
+    asks_for_code,
+    asks_for_procedure,
+    can_hold,
+    expected_kind,
+    extreme,
+)
+from ragmesh_runtime.generator.table_extremes import extreme_row
+from ragmesh_runtime.generator.units import CODE_LINE, SENTENCE, TABLE_ROW, AnswerUnit, split_units
 from ragmesh_runtime.settings import GeneratorSettings
 
 INSUFFICIENT_EVIDENCE = "INSUFFICIENT_EVIDENCE"
@@ -63,6 +71,8 @@ class ScoredUnit:
     cosine: float
     lexical: float
     anaphoric_previous: str = ""  # the sentence it points back at, shown before it
+    own_lexical: float = 0.0  # share of the question's terms in the unit's own text
+    off_kind: bool = False
 
     @property
     def text(self) -> str:
@@ -112,13 +122,14 @@ class ExtractiveAnswerer:
         seen: set[str] = set()
         candidates: list[Candidate] = []
         limit = self._settings.max_evidence_units
+        code = asks_for_code(prompt.question)
         for rank, source in enumerate(prompt.sources):
             before: AnswerUnit | None = None
             for unit in split_units(source.text, source.heading):
                 previous = before.text if before and unit.kind == SENTENCE and before.kind == SENTENCE \
                     and before.block == unit.block else ""
                 before = unit
-                if unit.text in seen or not _answer_like(unit):
+                if unit.text in seen or not _answer_like(unit) or (unit.kind == CODE_LINE and not code):
                     continue
                 if len(candidates) >= limit:
                     return candidates
@@ -174,23 +185,55 @@ class ExtractiveAnswerer:
             if f.off_kind:
                 score -= settings.kind_penalty
         return ScoredUnit(candidate.source_id, candidate.unit, score, f.cosine, lexical,
-                          candidate.previous if f.anaphoric else "")
+                          candidate.previous if f.anaphoric else "", f.lexical, f.off_kind)
 
     def decide(self, prompt: EvidencePrompt, scored: list[ScoredUnit]) -> ExtractiveAnswer:
         """The answer from scored candidates: the threshold, then the units to copy."""
         ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, -scored[i].cosine, i))
         best = scored[ranked[0]]
         threshold = self.threshold(prompt.question)
-        if best.score < threshold:
+        if best.score < threshold or self.uncovered(prompt):
             return ExtractiveAnswer(INSUFFICIENT_EVIDENCE, (), best.score)
-        floor = max(threshold, best.score - self._settings.score_margin)
-        chosen = [best]
-        for index in ranked[1:]:
-            if len(chosen) >= self._settings.max_units or scored[index].score < floor:
-                break
-            chosen.append(scored[index])
+        chosen = self._extreme_row(prompt.question, best, scored) or self._joined(
+            best, [scored[i] for i in ranked[1:]], threshold)
         text = " ".join(f"{self._shown(unit)} [{unit.source_id}]" for unit in chosen)
         return ExtractiveAnswer(text, tuple(chosen), best.score)
+
+    def uncovered(self, prompt: EvidencePrompt) -> list[str]:
+        """The question's key terms that no source mentions (coverage.py): such a question is
+        refused however well some unit matches its other words."""
+        if is_mostly_cjk(prompt.question) or self._settings.max_missing_share >= 1.0:
+            return []
+        texts = [part for source in prompt.sources for part in (source.text, source.title, source.heading)]
+        return missing_key_terms(prompt.question, texts, self._settings.max_missing_share)
+
+    def _joined(self, best: ScoredUnit, rest: list[ScoredUnit], threshold: float) -> list[ScoredUnit]:
+        """The best unit, then those that are relevant in their own right: near its score, near
+        its cosine to the question (the shared heading of a section lifts every line of it alike),
+        sharing enough of the question's terms in their own words, and holding the kind of answer
+        asked for whenever the best one does."""
+        settings = self._settings
+        floor = max(threshold, best.score - settings.score_margin)
+        chosen = [best]
+        for unit in rest:
+            if len(chosen) >= settings.max_units or unit.score < floor:
+                break
+            if unit.cosine < best.cosine - settings.join_cosine_margin or unit.own_lexical < settings.join_min_lexical:
+                continue
+            if unit.off_kind and not best.off_kind:
+                continue
+            chosen.append(unit)
+        return chosen
+
+    def _extreme_row(self, question: str, best: ScoredUnit, scored: list[ScoredUnit]) -> list[ScoredUnit]:
+        """For "which ... the longest/smallest ...?" answered from a table: the one row holding the
+        extreme value of the column the question names, alone."""
+        direction = extreme(question)
+        if not direction or best.unit.kind != TABLE_ROW:
+            return []
+        table = [u for u in scored if u.source_id == best.source_id and u.unit.block == best.unit.block]
+        row = extreme_row(question, [u.unit for u in table], direction)
+        return [next(u for u in table if u.unit is row)] if row is not None else []
 
     def _shown(self, unit: ScoredUnit) -> str:
         """A sentence that points back ("These devices ...") is shown after the sentence it

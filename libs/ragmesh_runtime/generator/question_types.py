@@ -35,6 +35,38 @@ _PROCEDURE_QUESTION = re.compile(
     r"command|syntax|example|install|run|start|stop|enable|create|submit|initiali[sz]e|set up|configure)\b", re.I)
 
 
+# What else makes a code line a possible answer: the question asks for code or a value, or names
+# an identifier (``max_parallel``, ``tern.toml``, ``--state``) the way code writes it.
+_CODE_QUESTION = re.compile(r"\b(code|snippet|script|value|values|default|defaults|setting|settings|config|"
+                            r"configuration|path|file|port|url|variable|flag|format)\b", re.I)
+_IDENTIFIER = re.compile(r"`[^`]+`|\b\w+_\w+\b|\b\w+\.\w{2,}\b|(?<!\w)--?\w")
+
+_LARGEST = frozenset("longest largest biggest highest greatest most maximum heaviest oldest latest "
+                     "tallest widest deepest".split())
+_SMALLEST = frozenset("shortest smallest lowest least fewest minimum lightest earliest youngest "
+                      "narrowest".split())
+_WORD = re.compile(r"(?<![\w`])[A-Za-z]+(?![\w`])")  # whole words: not the "max" of `max_parallel`
+
+
+def asks_for_code(question: str) -> bool:
+    """Whether a line of a code block can answer: a command, code or a value is asked for.
+    Elsewhere a code block's lines are examples (of a config file, a prompt, an output) whose
+    words say nothing true of the product ("The indexer service owns document ingestion &amp;
+    index builds." in the runtime's prompt example)."""
+    return asks_for_procedure(question) or bool(_CODE_QUESTION.search(question) or _IDENTIFIER.search(question))
+
+
+def extreme(question: str) -> str:
+    """``max`` or ``min`` when the question asks for the largest or smallest of something
+    ("Which mode has the longest runtime?"), else ``""``."""
+    words = {w.lower() for w in _WORD.findall(question)}
+    if words & _LARGEST:
+        return "max"
+    if words & _SMALLEST:
+        return "min"
+    return ""
+
+
 def asks_for_procedure(question: str) -> bool:
     """Whether a code line can be the answer: "how do I ...", "which command ...", "install ...".
     A line of an example file is no answer to "what is the default of X?"."""

@@ -13,13 +13,18 @@ Documentation keeps facts in more shapes than sentences, so a source is read blo
   into the block (``Initialise the state folder once: `tern init --state /var/lib/tern```).
 
 A unit has the ``text`` an answer shows — one line, inline Markdown removed except balanced
-inline code, never a fragment cut at markup — and the ``context`` it is scored with besides
+inline code, HTML entities decoded outside code (``&amp;`` reads ``&``; inside code it is what
+the code says), never a fragment cut at markup — and the ``context`` it is scored with besides
 (section heading, column headers, the lead-in sentence of a list or code block), because a table
 cell or a code line rarely repeats the words of the question the way its surroundings do.
+
+HTML comments (the docs' ``<!-- example: ... -->`` markers among them, and one a chunk boundary
+cut open) and a leading front matter block are not text of the document: they never become units.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 
@@ -46,6 +51,8 @@ _EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\1(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_FRONT_MATTER = re.compile(r"\A\s*(---|\+\+\+)[ \t]*\n.*?\n\1[ \t]*(?:\n|\Z)", re.DOTALL)
 _SPACES = re.compile(r"\s+")
 
 
@@ -55,6 +62,7 @@ class AnswerUnit:
     text: str  # what an answer shows
     context: str = ""  # scored with the text, never shown
     block: int = 0  # units of one list, table or code block share it (order of blocks in the source)
+    cells: tuple[tuple[str, str], ...] = ()  # a table row's (header, cell) pairs, in column order
 
     @property
     def scored_text(self) -> str:
@@ -62,8 +70,8 @@ class AnswerUnit:
 
 
 def clean_inline(text: str) -> str:
-    """One line of answer text: emphasis, links, images and HTML tags removed; inline code kept
-    when its backticks are balanced, else the stray backticks dropped."""
+    """One line of answer text: emphasis, links, images and HTML tags removed, entities decoded;
+    inline code kept as written when its backticks are balanced, else the stray backticks dropped."""
     text = _IMAGE.sub(r"\1", text)
     text = _LINK.sub(r"\1", text)
     text = _REF_LINK.sub(r"\1", text)
@@ -78,7 +86,7 @@ def clean_inline(text: str) -> str:
         text = _STRONG.sub(r"\2", text)
         text = _EMPHASIS.sub(r"\2", text)
     text = _STRIKE.sub(r"\1", text)
-    text = _TAG.sub(" ", text).replace("`", "")
+    text = html.unescape(_TAG.sub(" ", text).replace("`", ""))
     text = re.sub(r"\x00(\d+)\x00", lambda m: f"`{spans[int(m.group(1))]}`", text)
     return _SPACES.sub(" ", text).strip()
 
@@ -109,15 +117,15 @@ class _Reader:
     """Walks a source's lines once, emitting units block by block."""
 
     def __init__(self, text: str, heading: str) -> None:
-        self.lines = text.replace("\r\n", "\n").split("\n")
+        self.lines = without_comments(text.replace("\r\n", "\n")).split("\n")
         self.heading = heading.split(" > ")[-1] if heading else ""
         self.units: list[AnswerUnit] = []
         self.block = 0
         self.lead_in = ""  # the prose line just before a list, table or code block
 
-    def emit(self, kind: str, text: str, context: str = "") -> None:
+    def emit(self, kind: str, text: str, context: str = "", cells: tuple[tuple[str, str], ...] = ()) -> None:
         if text and _has_words(text):
-            self.units.append(AnswerUnit(kind, text, context.strip(), self.block))
+            self.units.append(AnswerUnit(kind, text, context.strip(), self.block, cells))
 
     def context(self, *extra: str) -> str:
         return " ".join(part for part in (self.heading, self.lead_in, *extra) if part)
@@ -173,7 +181,9 @@ class _Reader:
         for row in body:
             if _SEPARATOR_ROW.match(row):
                 continue
-            self.emit(TABLE_ROW, render_row(headers, _cells(row)), self.context(header_text))
+            cells = _cells(row)
+            named = tuple((headers[i] if i < len(headers) else "", cell) for i, cell in enumerate(cells))
+            self.emit(TABLE_ROW, render_row(headers, cells), self.context(header_text), named)
         self.lead_in = ""
         return i
 
@@ -239,6 +249,15 @@ class _Reader:
             return i
         self.lead_in = ""
         return i
+
+
+def without_comments(text: str) -> str:
+    """The text less its HTML comments and leading front matter, each replaced by as many line
+    breaks as it held, so the blocks around it stay apart."""
+    def blank(match: re.Match[str]) -> str:
+        return "\n" * match.group().count("\n")
+
+    return _COMMENT.sub(blank, _FRONT_MATTER.sub(blank, text))
 
 
 def _is_roster(lines: list[str]) -> bool:

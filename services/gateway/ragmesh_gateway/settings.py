@@ -6,6 +6,7 @@ import functools
 
 import msgspec
 
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 from ragmesh_common.settings import DEFAULT_PORTS, addr, env_bool, env_float, env_int, env_list, env_str
 
 # The MCP transport refuses other Host headers (DNS-rebinding protection); a deployment behind a
@@ -32,7 +33,7 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     health_timeout_s: float = 2.0
     # SSE comment sent while waiting on the generator, so proxies keep the stream open.
     heartbeat_s: float = 10.0
-    chat_top_k: int = 5
+    chat_top_k: int = ANSWER_SOURCES
     chat_max_tokens: int = 512
     chat_include_content: bool = True
     # Follow-up questions: "rules" (deterministic, ragmesh_gateway.sessions.condense), "llm" (the
@@ -97,7 +98,7 @@ class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
             build_timeout_s=env_float("RAGMESH_BUILD_TIMEOUT_S", 3600.0),
             health_timeout_s=env_float("RAGMESH_HEALTH_TIMEOUT_S", 2.0),
             heartbeat_s=env_float("RAGMESH_SSE_HEARTBEAT_S", 10.0),
-            chat_top_k=env_int("RAGMESH_CHAT_TOP_K", 5),
+            chat_top_k=env_int("RAGMESH_CHAT_TOP_K", ANSWER_SOURCES),
             chat_max_tokens=env_int("RAGMESH_CHAT_MAX_TOKENS", 512),
             chat_include_content=env_bool("RAGMESH_CHAT_INCLUDE_CONTENT", True),
             chat_condenser=_choice("RAGMESH_CHAT_CONDENSER", env_str("RAGMESH_CHAT_CONDENSER", "rules"),

@@ -117,3 +117,39 @@ def test_no_unit_of_the_product_docs_shows_markup() -> None:
             assert unit.text.count("`") % 2 == 0, (path.name, unit.text)
             assert not unit.text.startswith("`") or unit.kind in (CODE_LINE, LIST_ITEM, TABLE_ROW), unit.text
     assert checked > 50
+
+
+def test_html_entities_in_prose_are_decoded_and_code_keeps_them() -> None:
+    # docs/runtime.md's prompt example made the make-run sample answer show a raw "&amp;".
+    assert kinds("Ingestion &amp; index builds run in the indexer &mdash; never in the gateway.") == [
+        (SENTENCE, "Ingestion & index builds run in the indexer — never in the gateway.")]
+    assert clean_inline("escape `&amp;` as &lt;b&gt;") == "escape `&amp;` as <b>"
+
+
+def test_html_comments_and_example_markers_are_never_units() -> None:
+    # "What does a GPU host need…" was answered with this marker as a cited sentence.
+    text = ("A GPU host needs the NVIDIA Container Toolkit.\n\n"
+            "<!-- example: not-run reason=gpu installs the NVIDIA Container Toolkit -->\n"
+            "```sh\nsudo apt-get install nvidia-container-toolkit\n```\n\n"
+            "<!--\na comment over\nseveral lines\n-->\nThe toolkit ships with the driver. <!-- inline note --> Restart Docker.")
+    shown = [u.text for u in split_units(text)]
+    assert not [t for t in shown if "<!--" in t or "-->" in t or "example:" in t or "comment" in t], shown
+    assert "A GPU host needs the NVIDIA Container Toolkit." in shown
+    assert "Restart Docker." in shown
+
+
+def test_a_comment_cut_open_by_the_chunk_boundary_is_dropped() -> None:
+    assert kinds("Workers renew leases.\n\n<!-- example: none reason=diagram the lease cycle") == [
+        (SENTENCE, "Workers renew leases.")]
+
+
+def test_front_matter_is_never_a_unit() -> None:
+    text = "---\ntitle: Installing Tern\nlayout: page\n---\n\nTern needs Python 3.11."
+    assert kinds(text) == [(SENTENCE, "Tern needs Python 3.11.")]
+
+
+def test_a_table_row_keeps_its_cells_by_header() -> None:
+    [eco, high] = split_units("| Mode | Runtime | Brightness |\n|---|---|---|\n| Eco | 40 h | 100 lm |\n"
+                              "| High | 2 h | 1,200 lm |\n")
+    assert eco.cells == (("Mode", "Eco"), ("Runtime", "40 h"), ("Brightness", "100 lm"))
+    assert high.cells[2] == ("Brightness", "1,200 lm")

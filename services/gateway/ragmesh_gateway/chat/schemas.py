@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 from ragmesh_common.text_safety import NON_BLANK_TEXT_PATTERN
 
 from ragmesh_gateway.search.schemas import (
@@ -27,7 +28,7 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     question: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NON_BLANK_TEXT_PATTERN,
                                   description="The question (not blank).")]
     top_k: (
-        Annotated[int, Meta(ge=1, le=TOP_K_MAX, description="Sources to ground on (default 5).")] | None
+        Annotated[int, Meta(ge=1, le=TOP_K_MAX, description=f"Sources to ground on (default {ANSWER_SOURCES}).")] | None
     ) = None
     filters: SearchFilters | None = None
     session_id: (

@@ -24,6 +24,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import Stopwatch, query_hash, request_id_var
 
@@ -95,7 +96,7 @@ class ChatService:
         memory: SessionMemory,
         *,
         condenser: QuestionCondenser | None = None,
-        default_top_k: int = 5,
+        default_top_k: int = ANSWER_SOURCES,
         max_tokens: int = 512,
         include_content: bool = True,
         model_hint: str = "",

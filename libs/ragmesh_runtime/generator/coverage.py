@@ -1,0 +1,129 @@
+"""Whether the evidence mentions what a question is about at all.
+
+An answer unit can score well on the words a question shares with the documents' vocabulary
+("How do I configure LDAP login for Tern?" against "Tern reads /etc/tern/tern.toml at start.")
+while the word the question turns on appears nowhere in what was retrieved. A question whose key
+terms are absent from every source cannot be answered from them, whatever the best unit scores:
+
+- a *name* — a word capitalised inside the question, an acronym, a word with digits ("LDAP",
+  "Kubernetes", "AWS", "Australia") — found in no source;
+- or more than ``max_missing_share`` of the question's content terms found in no source ("What
+  is the price?": its only term).
+
+Terms are compared stemmed (``lexical.content_terms``), against each source's text, title and
+heading. A name is also found when a word of the sources is the same name misspelt by one letter
+("Carslbad", "ARPNET"), starts like it ("European" for "Europe", "Germany" for "German") or is
+two of its words written as one ("Superbowl"):
+questions are written by people, and a name they mistype is still what the source is about.
+Questions mostly in Chinese are not checked (their terms are character bigrams).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Iterable
+
+from ragmesh_runtime.generator.lexical import content_terms
+
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’]*")
+_WORD = re.compile(r"[a-z0-9]+")
+_JOINERS = frozenset({"of", "de", "the", "von", "van", "la", "le", "du"})
+_QUESTION_WORDS = frozenset("what which who whom whose when where why how in on at for to from by is are was were "
+                            "do does did can could should would will".split())
+
+
+def question_names(question: str) -> list[list[str]]:
+    """The question's names, in phrases: a name is a word capitalised after the question's first
+    word, all capitals (two letters or more), or holding a digit among letters; a phrase is a run
+    of capitalised words joined by "of", "de", "the" ("Member of Parliament", "Nobel Prize")."""
+    tokens = _TOKEN.findall(question)
+    phrases: list[list[tuple[int, str]]] = [[]]
+    for index, token in enumerate(tokens):
+        joins = (phrases[-1] and token.lower() in _JOINERS and index + 1 < len(tokens)
+                 and tokens[index + 1][0].isupper())
+        if (token[0].isupper() and not (index == 0 and token.lower() in _QUESTION_WORDS)) or joins:
+            phrases[-1].append((index, token))
+            continue
+        phrases.append([(index, token)] if _is_name(token, index) else [])
+        phrases.append([])
+    return [[token for _, token in phrase] for phrase in phrases if any(_is_name(t, i) for i, t in phrase)]
+
+
+def _is_name(token: str, index: int) -> bool:
+    if len(token) < 2:
+        return False
+    acronym = token.isupper() and any(ch.isalpha() for ch in token)
+    mixed = any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token)
+    return acronym or mixed or (index > 0 and token[0].isupper())
+
+
+def _acronym(token: str) -> bool:
+    return (token.isupper() and any(ch.isalpha() for ch in token)) or any(ch.isdigit() for ch in token)
+
+
+def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: float) -> list[str]:
+    """The question's key terms found in none of ``texts`` (empty: the evidence covers it)."""
+    terms = content_terms(question)
+    if not terms:
+        return []
+    texts = list(texts)
+    found = frozenset().union(*(content_terms(text) for text in texts))
+    missing = terms - found
+    if not missing:
+        return []
+    phrases = question_names(question)
+    if phrases:
+        runs = [_WORD.findall(_folded(text)) for text in texts]
+        # Two words written as one ("Superbowl" for "Super Bowl") count as the name too.
+        words = frozenset().union(*runs, *({a + b for a, b in zip(run, run[1:])} for run in runs))
+        names = []
+        for phrase in phrases:
+            absent = [t for t in phrase if t.lower() not in _JOINERS and _absent(t, missing, words)]
+            present = [t for t in phrase if t.lower() not in _JOINERS and t not in absent]
+            # A capitalised word is a name's part when another part of it is found ("Member of
+            # Parliament" in a text about Parliament); an acronym stands for itself.
+            names.extend(t for t in absent if _acronym(t) or not present)
+        if names:
+            return names
+    return sorted(missing) if len(missing) / len(terms) > max_missing_share else []
+
+
+def _absent(token: str, missing: frozenset[str], words: frozenset[str]) -> bool:
+    terms = content_terms(token)
+    if not terms or len(min(terms, key=len)) < 2 or not terms <= missing:
+        return False
+    return not _near_any(_folded(token).split("'")[0].split("’")[0], words)
+
+
+def _folded(text: str) -> str:
+    """Lower case, accents dropped ("Maizière" is "maiziere")."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _near_any(name: str, words: frozenset[str]) -> bool:
+    if name in words:
+        return True
+    prefix = max(4, len(name) - 3)
+    for word in words:
+        if abs(len(word) - len(name)) <= 3 and len(word) >= prefix and word[:prefix] == name[:prefix]:
+            return True
+        if len(name) >= 4 and abs(len(word) - len(name)) <= 1 and _one_edit(name, word):
+            return True
+    return False
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """One letter inserted, dropped, replaced, or two neighbours swapped."""
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    return short[i:] == long_[i + 1:]
