@@ -43,7 +43,7 @@ run: setup
 	$(BIN)/ragmesh up --corpus docs --ask "What does the indexer service own?"
 
 # A module runs on one worker, and the tests sharing a mesh or a model runtime on the same one
-# (tests/conftest.py, SHARED_ON_ONE_WORKER), longest first: what a serial run starts once starts once.
+# (tests/worker_groups.py), longest first: what a serial run starts once starts once.
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 

@@ -48,67 +48,52 @@ def _reachable(url: str, default_port: int) -> bool:
         return False
 
 
-# --- make test: two workers (pytest-xdist, --dist loadgroup) ---------------------------------------
-
-# Session-scoped fixtures that start something expensive (a model runtime, a mesh, private stores), by
-# the folder that defines them, the heaviest group of tests first. Under xdist every session fixture
-# is per worker, so the tests using one of these run on one worker: it starts once per run, as in a
-# serial run. A module using one only through request.getfixturevalue says so itself, with
-# ``pytest.mark.xdist_group("<fixture>")`` (tests/e2e/test_doc_examples.py).
-SHARED_ON_ONE_WORKER = (
-    ("tests/integration/indexer", "runtime_url"),
-    ("tests/e2e", "mesh"),
-    ("tests/e2e", "observed_mesh"),
-    ("tests/integration/runtime", "runtime_models"),
-    ("tests", "private_stores"),
-)
-# Then every other module, by folder: the meshes of their own first, the many short unit modules last,
-# so both workers finish together (make test passes --no-loadscope-reorder to keep this order).
-FOLDER_ORDER = ("tests/e2e", "tests/integration", "tests/contract", "tests/unit")
+# --- make test: two pytest-xdist workers (--dist loadgroup); the rules are in tests/worker_groups.py --
 
 
-def _module_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
+        import tempfile
+        from pathlib import Path
+
+        config.stash[_GROUPS_FILE] = Path(tempfile.mkdtemp(prefix="ragmesh-xdist-")) / "groups.json"
 
 
-def _marked_group(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+_GROUPS_FILE = pytest.StashKey()
 
 
-def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
-    """Module -> xdist group: its own mark, else the first fixture of :data:`SHARED_ON_ONE_WORKER` the
-    module uses, else the module itself (its module-scoped fixtures start once, its order is kept)."""
-    uses: dict[str, set[str]] = {}
-    for item in items:
-        module = _module_of(item)
-        names = uses.setdefault(module, set())
-        if (marked := _marked_group(item)) is not None:
-            names.add(marked)
-        names.update(name for folder, name in SHARED_ON_ONE_WORKER
-                     if module.startswith(f"{folder}/") and name in item.fixturenames)
-    return {module: next((name for _, name in SHARED_ON_ONE_WORKER if name in names), module)
-            for module, names in uses.items()}
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # xdist, in the controller: where the workers write the groups
+    import worker_groups
+
+    node.workerinput[worker_groups.GROUPS_FILE] = str(node.config.stash[_GROUPS_FILE])
 
 
-def _rank(module: str, group: str) -> int:
-    shared = [name for _, name in SHARED_ON_ONE_WORKER]
-    if group in shared:
-        return shared.index(group)
-    folder = next((i for i, f in enumerate(FOLDER_ORDER) if module.startswith(f"{f}/")), len(FOLDER_ORDER))
-    return len(shared) + folder
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if _GROUPS_FILE not in config.stash:
+        return None
+    import worker_groups
+
+    return worker_groups.scheduler(config, log, config.stash[_GROUPS_FILE])
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into groups
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: the file lists what runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not getattr(config.option, "loadgroup", False):  # set in xdist workers under --dist loadgroup
-        return
-    groups = worker_groups(items)
-    for item in items:
-        if _marked_group(item) is None:
-            item.add_marker(pytest.mark.xdist_group(groups[_module_of(item)]))
-    # The scheduler hands out groups in the order their first test appears; the sort is stable.
-    items.sort(key=lambda item: _rank(_module_of(item), groups[_module_of(item)]))
+    import worker_groups
+
+    path = getattr(config, "workerinput", {}).get(worker_groups.GROUPS_FILE)
+    if path:
+        from pathlib import Path
+
+        worker_groups.write_groups(items, Path(path))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if (path := config.stash.get(_GROUPS_FILE, None)) is not None:
+        import shutil
+
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

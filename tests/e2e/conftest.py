@@ -8,7 +8,7 @@ them (``<state>/traces/spans.jsonl``); ``pelican_corpus`` adds the pelican corpu
 over OTLP to an in-test receiver; started only by the tests that ask for it. A module needing other
 settings asks ``meshes.get(...)`` itself; one that kills processes or stores (test_drills.py,
 test_lifecycle.py) starts its own, which nothing else uses. Under ``make test`` the modules sharing a
-mesh fixture run on one pytest-xdist worker (tests/conftest.py), so each mesh starts once per run.
+mesh fixture run on one pytest-xdist worker (tests/worker_groups.py), so each mesh starts once per run.
 """
 
 from __future__ import annotations
@@ -135,12 +135,6 @@ class MeshPool:
 
 
 @pytest.fixture(scope="session")
-def meshes(tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str) -> Iterator[MeshPool]:
-    with ExitStack() as stack:
-        yield MeshPool(stack, tmp_path_factory, pg_url, redis_url)
-
-
-@pytest.fixture(scope="session")
 def e2e_database(pg_url: str) -> Iterator[str]:
     """A throwaway database, so the registry of the test mesh never meets a developer's."""
     with scratch_database(pg_url) as url:
@@ -148,7 +142,15 @@ def e2e_database(pg_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def mesh(meshes: MeshPool, e2e_database: str) -> Mesh:
+def meshes(tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str,
+           e2e_database: str) -> Iterator[MeshPool]:
+    # e2e_database first: it is dropped only after every mesh (that of ``mesh`` uses it) has stopped.
+    with ExitStack() as stack:
+        yield MeshPool(stack, tmp_path_factory, pg_url, redis_url)
+
+
+@pytest.fixture(scope="session")
+def mesh(e2e_database: str, meshes: MeshPool) -> Mesh:
     """The embedded default (no auth) with the quokka corpus; its database is ``e2e_database``."""
     return meshes.get(database_url=e2e_database)
 

@@ -48,7 +48,7 @@ from doc_examples import ROOT, Block, Shell, blocks_of, in_run_order, run_block,
 from ragmesh_cli.mesh import SERVICES, Mesh, MeshPorts
 
 # The mesh pages reach the session's mesh through request.getfixturevalue: under make test this module
-# runs on the worker that holds it (tests/conftest.py, SHARED_ON_ONE_WORKER).
+# runs on the worker that holds it (tests/worker_groups.py).
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("mesh")]
 
 MIXED_CORPUS = ROOT / "tests" / "fixtures" / "mixed_corpus"
