@@ -9,6 +9,8 @@ STAMP  := $(VENV)/.installed-stamp
 GEN    := libs/gen/ragmesh/v1
 PROTOS := $(wildcard proto/ragmesh/v1/*.proto)
 PYTEST_ARGS ?=
+# make test runs on this many pytest-xdist workers; PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 2
 
 export OMP_WAIT_POLICY ?= PASSIVE
 
@@ -40,8 +42,10 @@ $(EDITABLE): $(GEN)/.stamp pyproject.toml
 run: setup
 	$(BIN)/ragmesh up --corpus docs --ask "What does the indexer service own?"
 
+# A module runs on one worker, and the tests sharing a mesh or a model runtime on the same one
+# (tests/worker_groups.py), longest first: what a serial run starts once starts once.
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Images, the Compose stack and tests/compose against it (docs/operations.md, "Compose in CI");
 # starts its own Docker engine where none runs (as root), and leaves the host as it found it.

@@ -48,6 +48,54 @@ def _reachable(url: str, default_port: int) -> bool:
         return False
 
 
+# --- make test: two pytest-xdist workers (--dist loadgroup); the rules are in tests/worker_groups.py --
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
+        import tempfile
+        from pathlib import Path
+
+        config.stash[_GROUPS_FILE] = Path(tempfile.mkdtemp(prefix="ragmesh-xdist-")) / "groups.json"
+
+
+_GROUPS_FILE = pytest.StashKey()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # xdist, in the controller: where the workers write the groups
+    import worker_groups
+
+    node.workerinput[worker_groups.GROUPS_FILE] = str(node.config.stash[_GROUPS_FILE])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if _GROUPS_FILE not in config.stash:
+        return None
+    import worker_groups
+
+    return worker_groups.scheduler(config, log, config.stash[_GROUPS_FILE])
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: the file lists what runs
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import worker_groups
+
+    path = getattr(config, "workerinput", {}).get(worker_groups.GROUPS_FILE)
+    if path:
+        from pathlib import Path
+
+        worker_groups.write_groups(items, Path(path))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if (path := config.stash.get(_GROUPS_FILE, None)) is not None:
+        import shutil
+
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> str:
     url = os.environ.get("RAGMESH_TEST_POSTGRES_URL") or DEFAULT_TEST_POSTGRES_URL

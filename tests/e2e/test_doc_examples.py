@@ -47,9 +47,10 @@ import pytest
 from doc_examples import ROOT, Block, Shell, blocks_of, in_run_order, run_block, summary, user_environment
 from ragmesh_cli.mesh import SERVICES, Mesh, MeshPorts
 
-pytestmark = pytest.mark.e2e
+# The mesh pages reach the session's mesh through request.getfixturevalue: under make test this module
+# runs on the worker that holds it (tests/worker_groups.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("mesh")]
 
-INJECTION_CORPUS = ROOT / "tests" / "fixtures" / "injection_corpus"
 MIXED_CORPUS = ROOT / "tests" / "fixtures" / "mixed_corpus"
 SERVE_DOUBLES = ROOT / "tests" / "integration" / "gateway" / "serve_doubles.py"
 NPM_BIN = ROOT / "tests" / "conformance" / "npm" / "node_modules" / ".bin"
@@ -87,14 +88,9 @@ def loopback(doc_port: int, port: int) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def mesh_context(request: pytest.FixtureRequest, mesh: Mesh, e2e_database: str) -> Context:
-    """The session's mesh with the pelican corpus docs/answers.md indexes, on the pages' ports."""
-    conftest_of(request, "tests/e2e").index_corpus(mesh, INJECTION_CORPUS, "pelican", "1.0")
-    deadline = time.monotonic() + 15  # the gateway learns promoted corpora within 2 s (docs/api.md)
-    while not any(c["library"] == "pelican"
-                  for c in httpx.get(f"{mesh.gateway_url}/api/rag/v1/corpora", timeout=10).json()["corpora"]):
-        assert time.monotonic() < deadline, "the gateway never served the pelican corpus"
-        time.sleep(0.5)
+def mesh_context(mesh: Mesh, pelican_corpus: str, e2e_database: str) -> Context:
+    """The session's mesh with the pelican corpus docs/answers.md indexes (conftest.py's
+    pelican_corpus: the same library, indexed once a session), on the pages' ports."""
     substitutions: list[tuple[str, str]] = []
     for documented in (MeshPorts(), MeshPorts(31000)):
         for svc in SERVICES:
