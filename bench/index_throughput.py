@@ -131,7 +131,7 @@ def smoke_pass() -> int:
     corpus_dir, corpus = scratch_folder() / "corpus", f"benchsmoke{uuid.uuid4().hex[:6]}@1"
     docs = write_corpus(corpus_dir, 10, tiny_beir())
     texts = embedding_texts(corpus_dir)
-    raw = raw_embed_rate(mesh.runtime_url, texts, 4)
+    raw = raw_embed_rate([mesh.runtime_url], texts, 4)
 
     async def build_and_remove() -> tuple[float, object]:
         built = await timed_build(mesh.indexer_addr, corpus_dir, corpus)

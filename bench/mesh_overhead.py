@@ -506,8 +506,8 @@ def run_smoke() -> int:
     import io
     import uuid
 
-    from eval_mesh import psql
     from eval_retrieval import main as eval_retrieval
+    from ragmesh_bench.harness import drop_database
 
     server = os.environ.get("RAGMESH_TEST_POSTGRES_URL", DEFAULT_PG)
     database = f"ragmesh_smoke_{uuid.uuid4().hex[:10]}"
@@ -524,8 +524,7 @@ def run_smoke() -> int:
                 main(["--dataset", str(folder), "--state-dir", str(state), "--database", database,
                       "--queries", "4", "--concurrency", ",".join(map(str, levels)), "--warmup", "2"])
         finally:
-            psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'", server)
-            psql(f"DROP DATABASE IF EXISTS {database}", server)
+            drop_database(server, database)
     sys.stdout.write(printed.getvalue())
     problems = smoke_failures([json.loads(line) for line in printed.getvalue().splitlines() if line.strip()], levels)
     for problem in problems:
