@@ -18,14 +18,14 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager as ContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from otlp_receiver import OtlpTraceServer
+from ragmesh_bench import harness
 from ragmesh_cli.mesh import Mesh, MeshPorts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,36 +34,9 @@ INJECTION_CORPUS = ROOT / "tests" / "fixtures" / "injection_corpus"
 QUOKKA = (CORPUS, "quokka", "1.0")
 
 
-def _database_url(server_url: str, name: str) -> str:
-    parts = urlsplit(server_url)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-
-
-def _psql(server_url: str, sql: str) -> None:
-    import asyncio
-
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(server_url)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
-@contextmanager
-def scratch_database(server_url: str) -> Iterator[str]:
+def scratch_database(server_url: str) -> ContextManager[str]:
     """A throwaway database on the test server, dropped afterwards."""
-    name = f"ragmesh_e2e_{uuid.uuid4().hex[:10]}"
-    _psql(server_url, f"CREATE DATABASE {name}")
-    try:
-        yield _database_url(server_url, name)
-    finally:
-        _psql(server_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-        _psql(server_url, f"DROP DATABASE IF EXISTS {name}")
+    return harness.scratch_database(server_url, prefix="ragmesh_e2e")
 
 
 def index_corpus(mesh: Mesh, folder: Path, library: str, version: str) -> None:

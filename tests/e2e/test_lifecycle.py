@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ import psutil
 import pytest
 
 from ragmesh_cli.mesh import SERVICES, MeshPorts
+from ragmesh_cli.mesh.stores import port_free
 
 pytestmark = pytest.mark.e2e
 
@@ -112,20 +112,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def assert_nothing_left(up: Up) -> None:
     left = [p for p in up.pids if _alive(p)]
     assert not left, f"still running after ragmesh down: {[(p, psutil.Process(p).cmdline()) for p in left]}"
-    held = sorted(p for p in up.held if not _bindable(p))
+    held = sorted(p for p in up.held if not port_free(p))
     assert not held, f"ports still held after ragmesh down: {held}"
 
 
