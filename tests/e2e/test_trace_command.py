@@ -43,16 +43,22 @@ def walk(nodes: list[dict], depth: int = 0) -> Iterator[tuple[int, dict]]:
 
 
 def trace_json(mesh, request_id: str, wanted=SERVICES) -> dict:
-    """`ragmesh trace REQUEST_ID --json`, once every process has written its spans (they export in
-    batches, a fraction of a second after the request)."""
+    """`ragmesh trace REQUEST_ID --json`, once every process has written its spans: they export in
+    batches every 200 ms, each process on its own, so the tree counts as complete once every
+    service is in it under one root and it has not grown for a second (five export rounds)."""
     deadline = time.monotonic() + 30
+    previous = None
     while True:
         done = ragmesh("trace", request_id, "--json", "--state-dir", str(mesh.state_dir))
         if done.returncode == 0:
             tree = json.loads(done.stdout)
             services = {node["service"] for _, node in walk(tree["spans"])}
             if set(wanted) <= services and len(tree["spans"]) == 1:
-                return tree
+                if previous is not None and previous["span_count"] == tree["span_count"]:
+                    return tree
+                previous = tree
+                time.sleep(1.0)
+                continue
         if time.monotonic() > deadline:
             pytest.fail(f"ragmesh trace {request_id}: rc={done.returncode}\n{done.stderr}\n{done.stdout[:2000]}")
         time.sleep(0.5)
