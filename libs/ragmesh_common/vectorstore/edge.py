@@ -50,7 +50,7 @@ from ragmesh_common.vectorstore.edge_catalog import EdgeCatalog
 from ragmesh_common.vectorstore.fusion import cosine, reciprocal_rank_fusion
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
-    PATH_PREFIXES_KEY,
+    INDEXED_KEYWORDS,
     CollectionInfo,
     HybridQuery,
     PointFilter,
@@ -58,15 +58,13 @@ from ragmesh_common.vectorstore.port import (
     SparseVector,
     StoredPoint,
     VectorStorePort,
-    normalize_path_prefix,
-    path_prefixes,
+    keyword_conditions,
+    point_from_record,
     rank_score,
+    stored_payload,
 )
 
 log = logging.getLogger("ragmesh.vectorstore.edge")
-
-# Keyword payload indexes: filters read them instead of checking each point's payload.
-INDEXED_KEYWORDS = ("corpus", "library", "version", "tags", PATH_PREFIXES_KEY, "doc_id")
 _EXACT = qe.SearchParams(exact=True)
 _MB = 1024 * 1024
 # Qdrant's own default: a filter matching fewer points than this many KB of vectors is answered by
@@ -170,25 +168,15 @@ class EdgeVectorStore(VectorStorePort):
 
     # --- points ------------------------------------------------------------------------------
 
-    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
-        if not points:
-            return
+    async def _write(self, name: str, points: Sequence[StoredPoint]) -> None:
         await self._run(self._upsert, name, points)
 
-    async def scroll(
-        self,
-        name: str,
-        *,
-        offset: str | None = None,
-        limit: int = 256,
-        with_vectors: bool = False,
-        ids: Sequence[str] | None = None,
-    ) -> tuple[list[StoredPoint], str | None]:
-        if ids is not None:
-            if not ids:
-                return [], None
-            return await self._run(self._retrieve, name, list(ids), with_vectors), None
-        return await self._run(self._scroll, name, offset or None, max(1, limit), with_vectors)
+    async def _page(self, name: str, offset: str | None, limit: int, with_vectors: bool
+                    ) -> tuple[list[StoredPoint], str | None]:
+        return await self._run(self._scroll, name, offset, limit, with_vectors)
+
+    async def _retrieve(self, name: str, ids: list[str], with_vectors: bool) -> list[StoredPoint]:
+        return await self._run(self._retrieve_found, name, ids, with_vectors)
 
     async def hybrid_query(self, query: HybridQuery) -> list[ScoredHit]:
         point_filter = build_edge_filter(query.filter)
@@ -301,13 +289,13 @@ class EdgeVectorStore(VectorStorePort):
             self._shard(collection).flush()
         self._catalog.set_alias(alias, collection)
 
-    def _retrieve(self, name: str, ids: list[str], with_vectors: bool) -> list[StoredPoint]:
+    def _retrieve_found(self, name: str, ids: list[str], with_vectors: bool) -> list[StoredPoint]:
         """Those found, in the order asked, once each; an id that is no UUID cannot be found."""
         unique = list(dict.fromkeys(i for i in map(_uuid_or_none, ids) if i is not None))
         shard = self._shard(name)
         if not unique:
             return []
-        found = {str(r.id): _from_record(r) for r in shard.retrieve(unique, True, with_vectors)}
+        found = {str(r.id): point_from_record(r) for r in shard.retrieve(unique, True, with_vectors)}
         return [found[i] for i in unique if i in found]
 
     def _scroll(self, name: str, offset: str | None, limit: int, with_vectors: bool
@@ -315,7 +303,7 @@ class EdgeVectorStore(VectorStorePort):
         records, next_offset = self._shard(name).scroll(
             qe.ScrollRequest(offset=offset, limit=limit, with_payload=True, with_vector=with_vectors)
         )
-        return [_from_record(r) for r in records], (str(next_offset) if next_offset is not None else None)
+        return [point_from_record(r) for r in records], (str(next_offset) if next_offset is not None else None)
 
     def _query(self, query: HybridQuery, point_filter: qe.Filter) -> list[ScoredHit]:
         shard = self._shard(query.collection)
@@ -486,20 +474,11 @@ def _log_build(collection: str, build: Future) -> None:
 
 
 def build_edge_filter(point_filter: PointFilter) -> qe.Filter:
-    """The same conditions as the Qdrant adapter's ``build_filter``, in the edge engine's types."""
-    if not point_filter.corpora:
-        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "a query needs the caller's readable corpora")
-    must: list[Any] = [qe.FieldCondition(key="corpus", match=qe.MatchAny(list(point_filter.corpora)))]
-    if point_filter.library:
-        must.append(qe.FieldCondition(key="library", match=qe.MatchValue(point_filter.library)))
-    if point_filter.version:
-        must.append(qe.FieldCondition(key="version", match=qe.MatchValue(point_filter.version)))
-    for tag in point_filter.tags:
-        must.append(qe.FieldCondition(key="tags", match=qe.MatchValue(tag)))
-    prefix = normalize_path_prefix(point_filter.path_prefix)
-    if prefix:
-        must.append(qe.FieldCondition(key=PATH_PREFIXES_KEY, match=qe.MatchValue(prefix)))
-    return qe.Filter(must=must)
+    """The port's ``keyword_conditions`` in the edge engine's types."""
+    return qe.Filter(must=[
+        qe.FieldCondition(key=key, match=qe.MatchAny(value) if isinstance(value, list) else qe.MatchValue(value))
+        for key, value in keyword_conditions(point_filter)
+    ])
 
 
 def _to_edge_point(point: StoredPoint) -> qe.Point:
@@ -508,10 +487,8 @@ def _to_edge_point(point: StoredPoint) -> qe.Point:
         vector[DENSE] = list(point.dense)
     if point.sparse is not None:
         vector[SPARSE] = _edge_sparse(point.sparse)
-    payload = dict(point.payload)
-    payload[PATH_PREFIXES_KEY] = path_prefixes(str(payload.get("source_path", "")))
     try:
-        return qe.Point(_canonical(point.id), vector, payload)
+        return qe.Point(_canonical(point.id), vector, stored_payload(point))
     except (TypeError, ValueError, OverflowError):
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "a point id, vector or payload is malformed") from None
 
@@ -533,21 +510,6 @@ def _uuid_or_none(point_id: str) -> str | None:
         return str(uuid.UUID(str(point_id)))
     except ValueError:
         return None
-
-
-def _from_record(record: Any) -> StoredPoint:
-    vectors = record.vector if isinstance(record.vector, dict) else {}
-    dense = vectors.get(DENSE)
-    raw_sparse = vectors.get(SPARSE)
-    sparse = None
-    if raw_sparse is not None:
-        sparse = SparseVector(indices=list(raw_sparse.indices), values=[float(v) for v in raw_sparse.values])
-    return StoredPoint(
-        id=str(record.id),
-        payload=dict(record.payload or {}),
-        dense=[float(x) for x in dense] if dense is not None else None,
-        sparse=sparse,
-    )
 
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

@@ -53,28 +53,21 @@ class GrpcVectorStore(VectorStorePort):
         reply = await self._call(self.stub.ListCollections, vectorstore_pb2.ListCollectionsRequest())
         return list(reply.collections)
 
-    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
-        if not points:
-            return
+    async def _write(self, name: str, points: Sequence[StoredPoint]) -> None:
         request = vectorstore_pb2.UpsertRequest(collection=name, points=[point_to_proto(p) for p in points])
         await self._call(self.stub.Upsert, request, timeout=self.write_timeout)
 
-    async def scroll(
-        self,
-        name: str,
-        *,
-        offset: str | None = None,
-        limit: int = 256,
-        with_vectors: bool = False,
-        ids: Sequence[str] | None = None,
-    ) -> tuple[list[StoredPoint], str | None]:
-        if ids is not None and not ids:
-            return [], None
-        request = vectorstore_pb2.ScrollRequest(
-            collection=name, offset=offset or "", limit=limit, with_vectors=with_vectors, ids=list(ids or ())
-        )
+    async def _page(self, name: str, offset: str | None, limit: int, with_vectors: bool
+                    ) -> tuple[list[StoredPoint], str | None]:
+        request = vectorstore_pb2.ScrollRequest(collection=name, offset=offset or "", limit=limit,
+                                                with_vectors=with_vectors)
         reply = await self._call(self.stub.Scroll, request)
         return [point_from_proto(p) for p in reply.points], (reply.next_offset or None)
+
+    async def _retrieve(self, name: str, ids: list[str], with_vectors: bool) -> list[StoredPoint]:
+        request = vectorstore_pb2.ScrollRequest(collection=name, with_vectors=with_vectors, ids=ids)
+        reply = await self._call(self.stub.Scroll, request)
+        return [point_from_proto(p) for p in reply.points]
 
     async def count(self, name: str) -> int:
         reply = await self._call(self.stub.Count, vectorstore_pb2.CollectionRef(collection=name))

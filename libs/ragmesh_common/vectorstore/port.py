@@ -16,12 +16,16 @@ from typing import Any, Sequence
 
 import msgspec
 
-from ragmesh_common.index_schema import CollectionMeta
+from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 
 # Payload key the store derives from ``source_path`` on every upsert: the path itself and each of its
 # parent folders ("docs/a/b.md" -> ["docs", "docs/a", "docs/a/b.md"]). Qdrant has no prefix match on
 # keyword fields, so a path-prefix filter becomes one exact match on this list.
 PATH_PREFIXES_KEY = "path_prefixes"
+# Keyword payload fields a store indexes, so that a filter reads the index instead of each payload
+# (Qdrant's local mode has no payload index and checks every point).
+INDEXED_KEYWORDS = ("corpus", "library", "version", "tags", PATH_PREFIXES_KEY, "doc_id")
 DEFAULT_CANDIDATES = 50
 DEFAULT_RRF_K = 60  # the constant of Cormack et al.; Qdrant's own default is 2
 
@@ -104,10 +108,11 @@ class VectorStorePort(abc.ABC):
     @abc.abstractmethod
     async def list_collections(self) -> list[str]: ...
 
-    @abc.abstractmethod
-    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None: ...
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
+        """Writes the points (each payload gains ``path_prefixes``); no points is no call at all."""
+        if points:
+            await self._write(name, points)
 
-    @abc.abstractmethod
     async def scroll(
         self,
         name: str,
@@ -118,6 +123,24 @@ class VectorStorePort(abc.ABC):
         ids: Sequence[str] | None = None,
     ) -> tuple[list[StoredPoint], str | None]:
         """A page of points and the next offset (None at the end); with ``ids``: exactly those found."""
+        if ids is None:
+            return await self._page(name, offset or None, max(1, limit), with_vectors)
+        if not ids:
+            return [], None
+        return await self._retrieve(name, list(ids), with_vectors), None
+
+    @abc.abstractmethod
+    async def _write(self, name: str, points: Sequence[StoredPoint]) -> None:
+        """``upsert`` of at least one point."""
+
+    @abc.abstractmethod
+    async def _page(self, name: str, offset: str | None, limit: int, with_vectors: bool
+                    ) -> tuple[list[StoredPoint], str | None]:
+        """``scroll`` without ids: ``offset`` None is the start, ``limit`` at least 1."""
+
+    @abc.abstractmethod
+    async def _retrieve(self, name: str, ids: list[str], with_vectors: bool) -> list[StoredPoint]:
+        """``scroll`` with at least one id: those found, in the order asked, once each."""
 
     @abc.abstractmethod
     async def count(self, name: str) -> int: ...
@@ -154,3 +177,45 @@ def normalize_path_prefix(prefix: str) -> str:
 def rank_score(rank: int, rrf_k: int) -> float:
     """RRF contribution of a 0-based rank in one list, the same formula Qdrant uses."""
     return 1.0 / (rank + rrf_k)
+
+
+def stored_payload(point: StoredPoint) -> dict[str, Any]:
+    """The payload a store writes for a point: its own, plus ``path_prefixes`` of its ``source_path``."""
+    payload = dict(point.payload)
+    payload[PATH_PREFIXES_KEY] = path_prefixes(str(payload.get("source_path", "")))
+    return payload
+
+
+def keyword_conditions(point_filter: PointFilter) -> list[tuple[str, str | list[str]]]:
+    """The filter as keyword matches every adapter turns into its own types, all of which must hold:
+    ``(key, [values])`` matches any of the values, ``(key, value)`` that one value. INVALID_ARGUMENT
+    without readable corpora."""
+    if not point_filter.corpora:
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "a query needs the caller's readable corpora")
+    conditions: list[tuple[str, str | list[str]]] = [("corpus", list(point_filter.corpora))]
+    if point_filter.library:
+        conditions.append(("library", point_filter.library))
+    if point_filter.version:
+        conditions.append(("version", point_filter.version))
+    conditions.extend(("tags", tag) for tag in point_filter.tags)
+    prefix = normalize_path_prefix(point_filter.path_prefix)
+    if prefix:
+        conditions.append((PATH_PREFIXES_KEY, prefix))
+    return conditions
+
+
+def point_from_record(record: Any) -> StoredPoint:
+    """A point from a record as both Qdrant engines return one (``id``, ``payload``, ``vector``: a
+    dict of the named vectors, the sparse one with ``indices`` and ``values``)."""
+    vectors = record.vector if isinstance(record.vector, dict) else {}
+    dense = vectors.get(DENSE)
+    raw_sparse = vectors.get(SPARSE)
+    sparse = None
+    if raw_sparse is not None:
+        sparse = SparseVector(indices=list(raw_sparse.indices), values=[float(v) for v in raw_sparse.values])
+    return StoredPoint(
+        id=str(record.id),
+        payload=dict(record.payload or {}),
+        dense=[float(x) for x in dense] if dense is not None else None,
+        sparse=sparse,
+    )

@@ -37,7 +37,7 @@ from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 from ragmesh_common.vectorstore.fusion import cosine
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
-    PATH_PREFIXES_KEY,
+    INDEXED_KEYWORDS,
     CollectionInfo,
     HybridQuery,
     PointFilter,
@@ -45,15 +45,13 @@ from ragmesh_common.vectorstore.port import (
     SparseVector,
     StoredPoint,
     VectorStorePort,
-    normalize_path_prefix,
-    path_prefixes,
+    keyword_conditions,
+    point_from_record,
     rank_score,
+    stored_payload,
 )
 
 log = logging.getLogger("ragmesh.vectorstore")
-
-# Keyword payload indexes a Qdrant server filters with (local mode has none: it checks every point).
-INDEXED_KEYWORDS = ("corpus", "library", "version", "tags", PATH_PREFIXES_KEY, "doc_id")
 
 
 class QdrantVectorStore(VectorStorePort):
@@ -203,39 +201,22 @@ class QdrantVectorStore(VectorStorePort):
 
     # --- points ------------------------------------------------------------------------------
 
-    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
-        if not points:
-            return
+    async def _write(self, name: str, points: Sequence[StoredPoint]) -> None:
         structs = [_to_point_struct(point) for point in points]
         if self._fast_local_commits and name not in self._tuned:
             await self._run(self._tune_local_storage, name)
         await self._run(self.client.upsert, name, structs)
 
-    async def scroll(
-        self,
-        name: str,
-        *,
-        offset: str | None = None,
-        limit: int = 256,
-        with_vectors: bool = False,
-        ids: Sequence[str] | None = None,
-    ) -> tuple[list[StoredPoint], str | None]:
-        if ids is not None:
-            if not ids:
-                return [], None
-            records = await self._run(
-                self.client.retrieve, name, list(ids), with_payload=True, with_vectors=with_vectors
-            )
-            return [_from_record(r) for r in records], None
+    async def _page(self, name: str, offset: str | None, limit: int, with_vectors: bool
+                    ) -> tuple[list[StoredPoint], str | None]:
         records, next_offset = await self._run(
-            self.client.scroll,
-            name,
-            limit=max(1, limit),
-            offset=offset or None,
-            with_payload=True,
-            with_vectors=with_vectors,
+            self.client.scroll, name, limit=limit, offset=offset, with_payload=True, with_vectors=with_vectors
         )
-        return [_from_record(r) for r in records], (str(next_offset) if next_offset is not None else None)
+        return [point_from_record(r) for r in records], (str(next_offset) if next_offset is not None else None)
+
+    async def _retrieve(self, name: str, ids: list[str], with_vectors: bool) -> list[StoredPoint]:
+        records = await self._run(self.client.retrieve, name, ids, with_payload=True, with_vectors=with_vectors)
+        return [point_from_record(r) for r in records]
 
     async def hybrid_query(self, query: HybridQuery) -> list[ScoredHit]:
         point_filter = build_filter(query.filter)
@@ -364,20 +345,13 @@ def server_collection_layout(vector_size: int, config: VectorIndexConfig) -> dic
 
 
 def build_filter(point_filter: PointFilter) -> models.Filter:
-    if not point_filter.corpora:
-        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "a query needs the caller's readable corpora")
+    """The port's ``keyword_conditions`` in qdrant-client's types."""
     must: list[models.Condition] = [
-        models.FieldCondition(key="corpus", match=models.MatchAny(any=list(point_filter.corpora)))
+        models.FieldCondition(
+            key=key, match=models.MatchAny(any=value) if isinstance(value, list) else models.MatchValue(value=value)
+        )
+        for key, value in keyword_conditions(point_filter)
     ]
-    if point_filter.library:
-        must.append(models.FieldCondition(key="library", match=models.MatchValue(value=point_filter.library)))
-    if point_filter.version:
-        must.append(models.FieldCondition(key="version", match=models.MatchValue(value=point_filter.version)))
-    for tag in point_filter.tags:
-        must.append(models.FieldCondition(key="tags", match=models.MatchValue(value=tag)))
-    prefix = normalize_path_prefix(point_filter.path_prefix)
-    if prefix:
-        must.append(models.FieldCondition(key=PATH_PREFIXES_KEY, match=models.MatchValue(value=prefix)))
     return models.Filter(must=must)
 
 
@@ -387,24 +361,11 @@ def _to_point_struct(point: StoredPoint) -> models.PointStruct:
         vector[DENSE] = list(point.dense)
     if point.sparse is not None:
         vector[SPARSE] = _sparse_model(point.sparse)
-    payload = dict(point.payload)
-    payload[PATH_PREFIXES_KEY] = path_prefixes(str(payload.get("source_path", "")))
-    return models.PointStruct(id=point.id, vector=vector, payload=payload)
+    return models.PointStruct(id=point.id, vector=vector, payload=stored_payload(point))
 
 
 def _sparse_model(sparse: SparseVector) -> models.SparseVector:
     return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
-
-
-def _from_record(record: Any) -> StoredPoint:
-    dense = sparse = None
-    vectors = record.vector if isinstance(record.vector, dict) else {}
-    if vectors.get(DENSE) is not None:
-        dense = [float(x) for x in vectors[DENSE]]
-    raw_sparse = vectors.get(SPARSE)
-    if raw_sparse is not None:
-        sparse = SparseVector(indices=list(raw_sparse.indices), values=list(raw_sparse.values))
-    return StoredPoint(id=str(record.id), payload=dict(record.payload or {}), dense=dense, sparse=sparse)
 
 
 def _fused_hit(point: Any, query_vector: list[float], bm25: dict[str, float]) -> ScoredHit:
