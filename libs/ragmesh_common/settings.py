@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
+
+import msgspec
 
 T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
 
 # Fixed loopback ports of the embedded default (each overridable by its variable).
 DEFAULT_PORTS = {
@@ -101,10 +104,58 @@ def addr(service: str) -> str:
     return env_str(f"RAGMESH_{service.upper()}_ADDR", f"127.0.0.1:{DEFAULT_PORTS[service]}")
 
 
+def listen_addr(service: str, port: int | None = None) -> str:
+    """host:port a gRPC service listens on: RAGMESH_<SERVICE>_ADDR, its port replaced by ``port``
+    (the service's ``--port``) when given."""
+    listen = addr(service)
+    return listen if port is None else f"{listen.rsplit(':', 1)[0]}:{port}"
+
+
+class ListenSettings(msgspec.Struct, frozen=True):
+    """What a gRPC service's settings start with: where it listens (``host:port``)."""
+
+    listen: str
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+
+_READERS: dict[Any, Callable[[str, Any], Any]] = {
+    str: env_str,
+    int: env_int,
+    float: env_float,
+    bool: env_bool,
+    tuple[str, ...]: lambda name, default: tuple(env_list(name, list(default))),
+    list[str]: env_list,
+}
+
+
+def from_env(cls: type[S], prefix: str, *, names: Mapping[str, str] | None = None, **given: Any) -> S:
+    """``cls`` (a settings Struct) with every field read from its variable, so that a field is
+    declared once: the variable is ``prefix`` + the field's name in capitals unless ``names`` names
+    it, it is read by the field's type (str, int, float, bool, a tuple or list of str), and unset it
+    is the field's default. Fields in ``given`` are taken as they are (values derived elsewhere)."""
+    names = names or {}
+    values: dict[str, Any] = {}
+    for field in msgspec.structs.fields(cls):
+        if field.name in given:
+            values[field.name] = given[field.name]
+            continue
+        reader = _READERS.get(field.type)
+        if reader is None:
+            raise TypeError(f"{cls.__name__}.{field.name}: no environment reader for {field.type!r}; pass it")
+        default = field.default if field.default is not msgspec.NODEFAULT else None
+        values[field.name] = reader(names.get(field.name, prefix + field.name.upper()), default)
+    return cls(**values)
+
+
 def describe(settings: Any) -> dict[str, Any]:
     """Settings as a loggable dict, with secrets masked."""
-    import msgspec
-
     out = msgspec.to_builtins(settings)
     for key in list(out):
         if not out[key]:

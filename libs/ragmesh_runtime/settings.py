@@ -11,7 +11,7 @@ import os
 
 import msgspec
 
-from ragmesh_common.settings import DEFAULT_PORTS, env_bool, env_float, env_int, env_str, state_dir
+from ragmesh_common.settings import DEFAULT_PORTS, env_str, from_env, state_dir
 
 # RAGMESH_RUNTIME_EMBED_CACHE_FILE=off keeps the caches in memory only.
 CACHE_FILE_OFF = "off"
@@ -43,16 +43,8 @@ class ServerSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls) -> ServerSettings:
-        d = cls()
-        return cls(
-            host=env_str("RAGMESH_RUNTIME_HOST", d.host),
-            port=env_int("RAGMESH_RUNTIME_PORT", d.port),
-            log_level=env_str("RAGMESH_LOG_LEVEL", d.log_level).lower(),
-            max_body_bytes=env_int("RAGMESH_RUNTIME_MAX_BODY_BYTES", d.max_body_bytes),
-            max_concurrent_requests=env_int(
-                "RAGMESH_RUNTIME_MAX_CONCURRENT_REQUESTS", d.max_concurrent_requests
-            ),
-        )
+        read = from_env(cls, "RAGMESH_RUNTIME_", names={"log_level": "RAGMESH_LOG_LEVEL"})
+        return msgspec.structs.replace(read, log_level=read.log_level.lower())
 
 
 class EmbeddingSettings(msgspec.Struct, frozen=True):
@@ -81,22 +73,8 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls) -> EmbeddingSettings:
-        d = cls()
-        return cls(
-            intra_op_threads=env_int("RAGMESH_RUNTIME_INTRA_OP_THREADS", d.intra_op_threads),
-            allow_spinning=env_bool("RAGMESH_RUNTIME_ALLOW_SPINNING", d.allow_spinning),
-            batch_size=env_int("RAGMESH_RUNTIME_BATCH_SIZE", d.batch_size),
-            max_batch_tokens=env_int("RAGMESH_RUNTIME_MAX_BATCH_TOKENS", d.max_batch_tokens),
-            max_batch_requests=env_int("RAGMESH_RUNTIME_MAX_BATCH_REQUESTS", d.max_batch_requests),
-            max_client_batch_size=env_int(
-                "RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE", d.max_client_batch_size
-            ),
-            max_input_chars=env_int("RAGMESH_RUNTIME_MAX_INPUT_CHARS", d.max_input_chars),
-            auto_truncate=env_bool("RAGMESH_RUNTIME_AUTO_TRUNCATE", d.auto_truncate),
-            cache_entries=env_int("RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES", d.cache_entries),
-            cache_file=_cache_file(env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", "")),
-            cache_save_interval_s=env_float("RAGMESH_RUNTIME_CACHE_SAVE_INTERVAL_S", d.cache_save_interval_s),
-        )
+        return from_env(cls, "RAGMESH_RUNTIME_", names={"cache_entries": "RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES"},
+                        cache_file=_cache_file(env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", "")))
 
     @property
     def threads(self) -> int:
@@ -133,24 +111,12 @@ class RerankSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls) -> RerankSettings:
-        d = cls()
-        method = env_str("RAGMESH_RUNTIME_RERANK_METHOD", d.method)
+        method = env_str("RAGMESH_RUNTIME_RERANK_METHOD", cls().method)
         if method not in RERANK_METHODS:
             raise SystemExit(
                 f"ragmesh: RAGMESH_RUNTIME_RERANK_METHOD={method!r} is not one of {', '.join(RERANK_METHODS)}"
             )
-        return cls(
-            method=method,
-            window_tokens=env_int("RAGMESH_RUNTIME_RERANK_WINDOW_TOKENS", d.window_tokens),
-            window_stride=env_int("RAGMESH_RUNTIME_RERANK_WINDOW_STRIDE", d.window_stride),
-            max_windows=env_int("RAGMESH_RUNTIME_RERANK_MAX_WINDOWS", d.max_windows),
-            wordllama_weight=env_float("RAGMESH_RUNTIME_RERANK_WORDLLAMA_WEIGHT", d.wordllama_weight),
-            blend_minilm=env_float("RAGMESH_RUNTIME_RERANK_BLEND_MINILM", d.blend_minilm),
-            blend_wordllama=env_float("RAGMESH_RUNTIME_RERANK_BLEND_WORDLLAMA", d.blend_wordllama),
-            blend_bm25=env_float("RAGMESH_RUNTIME_RERANK_BLEND_BM25", d.blend_bm25),
-            blend_e5_cjk=env_float("RAGMESH_RUNTIME_RERANK_BLEND_E5_CJK", d.blend_e5_cjk),
-            max_texts=env_int("RAGMESH_RUNTIME_RERANK_MAX_TEXTS", d.max_texts),
-        )
+        return from_env(cls, "RAGMESH_RUNTIME_RERANK_", method=method)
 
     @property
     def uses_wordllama(self) -> bool:
@@ -196,27 +162,7 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls) -> GeneratorSettings:
-        d = cls()
-        return cls(
-            model_id=env_str("RAGMESH_RUNTIME_GENERATOR_MODEL_ID", d.model_id),
-            min_score=env_float("RAGMESH_RUNTIME_GENERATOR_MIN_SCORE", d.min_score),
-            cjk_min_overlap=env_float("RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP", d.cjk_min_overlap),
-            max_units=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_UNITS", d.max_units),
-            lexical_weight=env_float("RAGMESH_RUNTIME_GENERATOR_LEXICAL_WEIGHT", d.lexical_weight),
-            context_weight=env_float("RAGMESH_RUNTIME_GENERATOR_CONTEXT_WEIGHT", d.context_weight),
-            previous_weight=env_float("RAGMESH_RUNTIME_GENERATOR_PREVIOUS_WEIGHT", d.previous_weight),
-            sentence_context=env_bool("RAGMESH_RUNTIME_GENERATOR_SENTENCE_CONTEXT", d.sentence_context),
-            rank_weight=env_float("RAGMESH_RUNTIME_GENERATOR_RANK_WEIGHT", d.rank_weight),
-            kind_penalty=env_float("RAGMESH_RUNTIME_GENERATOR_KIND_PENALTY", d.kind_penalty),
-            score_margin=env_float("RAGMESH_RUNTIME_GENERATOR_SCORE_MARGIN", d.score_margin),
-            join_cosine_margin=env_float("RAGMESH_RUNTIME_GENERATOR_JOIN_COSINE_MARGIN", d.join_cosine_margin),
-            join_min_lexical=env_float("RAGMESH_RUNTIME_GENERATOR_JOIN_MIN_LEXICAL", d.join_min_lexical),
-            max_missing_share=env_float("RAGMESH_RUNTIME_GENERATOR_MAX_MISSING_SHARE", d.max_missing_share),
-            max_evidence_units=env_int(
-                "RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS", d.max_evidence_units
-            ),
-            max_prompt_chars=env_int("RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS", d.max_prompt_chars),
-        )
+        return from_env(cls, "RAGMESH_RUNTIME_GENERATOR_")
 
 
 class LlmSettings(msgspec.Struct, frozen=True):
@@ -239,16 +185,8 @@ class LlmSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls) -> LlmSettings:
-        d = cls()
-        return cls(
-            model=env_str("RAGMESH_RUNTIME_LLM_MODEL", d.model),
-            sha256=env_str("RAGMESH_RUNTIME_LLM_SHA256", d.sha256).lower(),
-            threads=env_int("RAGMESH_RUNTIME_LLM_THREADS", d.threads),
-            context_tokens=env_int("RAGMESH_RUNTIME_LLM_CONTEXT_TOKENS", d.context_tokens),
-            max_tokens=env_int("RAGMESH_RUNTIME_LLM_MAX_TOKENS", d.max_tokens),
-            max_seconds=env_float("RAGMESH_RUNTIME_LLM_MAX_SECONDS", d.max_seconds),
-            max_queued=env_int("RAGMESH_RUNTIME_LLM_MAX_QUEUED", d.max_queued),
-        )
+        read = from_env(cls, "RAGMESH_RUNTIME_LLM_")
+        return msgspec.structs.replace(read, sha256=read.sha256.lower())
 
 
 def _generator_profile() -> str:

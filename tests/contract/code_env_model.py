@@ -7,7 +7,9 @@ constant holding one):
 
     env_str("RAGMESH_X", ...)   env_int / env_float / env_bool / env_list("RAGMESH_X", ...)
     os.environ.get("RAGMESH_X")   os.getenv("RAGMESH_X")   os.environ["RAGMESH_X"]
-    addr("retrieval")           -> RAGMESH_RETRIEVAL_ADDR (ragmesh_common.settings.addr)
+    addr("retrieval")           -> RAGMESH_RETRIEVAL_ADDR (ragmesh_common.settings.addr; listen_addr too)
+    from_env(cls, "RAGMESH_X_", names={...}, given=...) -> RAGMESH_X_<FIELD> for each field of the
+                                   class the call sits in (ragmesh_common.settings.from_env)
 
 ``env_str`` also reads ``<NAME>_FILE`` (a secret file). A read is *required* when it passes
 ``required=True`` or when the code raises ``MissingSetting("RAGMESH_X", ...)``; every other helper
@@ -195,13 +197,57 @@ def module_reads(dotted: str) -> EnvReads:
             reads.add(name, dotted, required=required)
             if callee in FILE_AWARE_HELPERS:
                 reads.add(f"{name}_FILE", dotted)
-        elif callee == "addr" and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        elif callee == "from_env" and len(node.args) >= 2 and (prefix := name_of(node.args[1])):
+            for name, typed in _from_env_reads(tree, node, prefix):
+                reads.add(name, dotted)
+                if typed == "str":
+                    reads.add(f"{name}_FILE", dotted)
+        elif callee in ("addr", "listen_addr") and isinstance(first, ast.Constant) and isinstance(first.value, str):
             name = f"RAGMESH_{first.value.upper()}_ADDR"
             reads.add(name, dotted)
             reads.add(f"{name}_FILE", dotted)
         elif callee == "MissingSetting" and (name := name_of(first)):
             reads.add(name, dotted, required=True)
     return reads
+
+
+def _from_env_reads(tree: ast.Module, call: ast.Call, prefix: str) -> list[tuple[str, str]]:
+    """(variable, annotated type) for each field ``from_env(cls, prefix, names=..., **given)`` reads:
+    the fields of the class whose method holds the call, its bases' first (found in this module or
+    the ragmesh module it imports them from), less those given."""
+    holder = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                  and any(inner is call for inner in ast.walk(node)))
+    names: dict[str, str] = {}
+    given: set[str] = set()
+    for keyword in call.keywords:
+        if keyword.arg == "names" and isinstance(keyword.value, ast.Dict):
+            names = {k.value: v.value for k, v in zip(keyword.value.keys, keyword.value.values)
+                     if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+        elif keyword.arg is not None:
+            given.add(keyword.arg)
+    return [(names.get(field, prefix + field.upper()), typed)
+            for field, typed in _struct_fields(tree, holder) if field not in given]
+
+
+def _struct_fields(tree: ast.Module, cls: ast.ClassDef) -> list[tuple[str, str]]:
+    fields: list[tuple[str, str]] = []
+    for base in cls.bases:
+        if isinstance(base, ast.Name):
+            fields += _named_class_fields(tree, base.id)
+    for item in cls.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            fields.append((item.target.id, ast.unparse(item.annotation)))
+    return fields
+
+
+def _named_class_fields(tree: ast.Module, name: str) -> list[tuple[str, str]]:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return _struct_fields(tree, node)
+        if isinstance(node, ast.ImportFrom) and node.module and module_path(node.module) is not None and any(
+                alias.name == name for alias in node.names):
+            return _named_class_fields(_parse(node.module), name)
+    return []
 
 
 @functools.cache

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import msgspec
 
-from ragmesh_common.settings import METRICS_PORTS, addr, env_bool, env_float, env_int, env_list, env_str
+from ragmesh_common.settings import METRICS_PORTS, ListenSettings, from_env, listen_addr
 
 
-class GenerationSettings(msgspec.Struct, frozen=True):
+class GenerationSettings(ListenSettings, frozen=True):
     listen: str = "127.0.0.1:50053"  # RAGMESH_GENERATION_ADDR (host:port); --port overrides the port
     metrics_port: int = METRICS_PORTS["generation"]  # RAGMESH_GENERATION_METRICS_PORT; 0: no listener
     llm_url: str = "http://127.0.0.1:8091/v1"  # RAGMESH_LLM_URL: OpenAI-compatible base URL
@@ -40,40 +39,11 @@ class GenerationSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls, port: int | None = None) -> GenerationSettings:
-        d = cls()
-        listen = addr("generation")
-        if port is not None:
-            listen = f"{listen.rsplit(':', 1)[0]}:{port}"
-        return cls(
-            listen=listen,
-            metrics_port=env_int("RAGMESH_GENERATION_METRICS_PORT", d.metrics_port),
-            llm_url=env_str("RAGMESH_LLM_URL", d.llm_url),
-            llm_model=env_str("RAGMESH_LLM_MODEL", d.llm_model),
-            llm_api_key=env_str("RAGMESH_LLM_API_KEY", d.llm_api_key),
-            first_token_timeout_s=env_float("RAGMESH_GENERATION_FIRST_TOKEN_TIMEOUT_S", d.first_token_timeout_s),
-            idle_timeout_s=env_float("RAGMESH_GENERATION_IDLE_TIMEOUT_S", d.idle_timeout_s),
-            timeout_s=env_float("RAGMESH_GENERATION_TIMEOUT_S", d.timeout_s),
-            default_max_tokens=env_int("RAGMESH_GENERATION_MAX_TOKENS", d.default_max_tokens),
-            max_tokens_limit=env_int("RAGMESH_GENERATION_MAX_TOKENS_LIMIT", d.max_tokens_limit),
-            max_question_chars=env_int("RAGMESH_GENERATION_MAX_QUESTION_CHARS", d.max_question_chars),
-            max_sources=env_int("RAGMESH_GENERATION_MAX_SOURCES", d.max_sources),
-            max_source_chars=env_int("RAGMESH_GENERATION_MAX_SOURCE_CHARS", d.max_source_chars),
-            max_history_turns=env_int("RAGMESH_GENERATION_MAX_HISTORY_TURNS", d.max_history_turns),
-            max_turn_chars=env_int("RAGMESH_GENERATION_MAX_TURN_CHARS", d.max_turn_chars),
-            max_context_tokens=env_int("RAGMESH_GENERATION_MAX_CONTEXT_TOKENS", d.max_context_tokens),
-            chars_per_token=env_float("RAGMESH_GENERATION_CHARS_PER_TOKEN", d.chars_per_token),
-            use_tokenizer=env_bool("RAGMESH_GENERATION_USE_TOKENIZER", d.use_tokenizer),
-            stop=tuple(env_list("RAGMESH_GENERATION_STOP", list(d.stop))),
-            attribution=env_bool("RAGMESH_GENERATION_ATTRIBUTION", d.attribution),
+        return from_env(
+            cls, "RAGMESH_GENERATION_", listen=listen_addr("generation", port),
+            names={"llm_url": "RAGMESH_LLM_URL", "llm_model": "RAGMESH_LLM_MODEL", "llm_api_key": "RAGMESH_LLM_API_KEY",
+                   "default_max_tokens": "RAGMESH_GENERATION_MAX_TOKENS"},
         )
-
-    @property
-    def host(self) -> str:
-        return self.listen.rsplit(":", 1)[0]
-
-    @property
-    def port(self) -> int:
-        return int(self.listen.rsplit(":", 1)[1])
 
 
 @lru_cache(maxsize=1)

@@ -83,8 +83,7 @@ async def serve(settings: IndexerSettings) -> None:
         await remover.sweep()
     except Exception:  # the store may still be starting; every promote and rollback reconciles first
         log.warning("startup reconcile skipped", exc_info=True)
-    host, port = settings.listen.rsplit(":", 1)
-    server = GrpcServer("indexer", host=host, port=int(port), metrics_port=settings.metrics_port)
+    server = GrpcServer("indexer", host=settings.host, port=settings.port, metrics_port=settings.metrics_port)
     server.add(indexer_pb2_grpc.add_IndexerServicer_to_server, servicer, "ragmesh.v1.Indexer")
     server.install_signal_handlers()
     await server.start()

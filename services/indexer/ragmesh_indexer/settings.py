@@ -6,12 +6,11 @@ from functools import lru_cache
 
 import msgspec
 
-from ragmesh_common.settings import addr, env_int, env_list, env_str, METRICS_PORTS, state_dir
+from ragmesh_common.settings import METRICS_PORTS, ListenSettings, addr, env_int, env_list, env_str, listen_addr, state_dir
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig, load_index_config
 
 
-class IndexerSettings(msgspec.Struct, frozen=True):
-    listen: str
+class IndexerSettings(ListenSettings, frozen=True):
     metrics_port: int
     postgres_url: str
     # One indexer (one writer) per schema; tests and benches run isolated indexers on their own.
@@ -47,11 +46,8 @@ class IndexerSettings(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_env(cls, port: int | None = None) -> "IndexerSettings":
-        listen = addr("indexer")
-        if port is not None:
-            listen = f"{listen.rsplit(':', 1)[0]}:{port}"
         return cls(
-            listen=listen,
+            listen=listen_addr("indexer", port),
             metrics_port=env_int("RAGMESH_INDEXER_METRICS_PORT", METRICS_PORTS["indexer"]),
             postgres_url=env_str("RAGMESH_POSTGRES_URL", required=True,
                                  why="the indexer keeps its version registry in PostgreSQL"),
