@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from ragmesh.v1 import vectorstore_pb2
 
@@ -21,30 +23,40 @@ _payload_decoder = msgspec.json.Decoder(dict)
 _meta_decoder = msgspec.json.Decoder(CollectionMeta)
 
 
-def point_to_proto(point: StoredPoint) -> vectorstore_pb2.Point:
-    message = vectorstore_pb2.Point(id=point.id, payload_json=msgspec.json.encode(point.payload))
-    if point.dense is not None:
-        message.dense.extend(point.dense)
-    if point.sparse is not None:
-        message.sparse_indices.extend(point.sparse.indices)
-        message.sparse_values.extend(point.sparse.values)
+def _put_vectors(message: Any, dense: list[float] | None, sparse: SparseVector | None) -> Any:
+    """Writes the vectors into a Point or QueryRequest (both hold ``dense``, ``sparse_indices`` and
+    ``sparse_values``); returns the message."""
+    if dense is not None:
+        message.dense.extend(dense)
+    if sparse is not None:
+        message.sparse_indices.extend(sparse.indices)
+        message.sparse_values.extend(sparse.values)
     return message
 
 
-def point_from_proto(message: vectorstore_pb2.Point) -> StoredPoint:
+def _vectors_of(message: Any) -> tuple[list[float] | None, SparseVector | None]:
+    """The vectors of a Point or QueryRequest; INVALID_ARGUMENT when the sparse lists differ in length."""
     if len(message.sparse_indices) != len(message.sparse_values):
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "sparse indices and values differ in length")
-    try:
-        payload = _payload_decoder.decode(message.payload_json) if message.payload_json else {}
-    except msgspec.DecodeError:
-        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "point payload is not a JSON object") from None
     # proto3 cannot tell an absent vector from an empty one; an empty vector is never valid anyway.
     sparse = None
     if message.sparse_indices:
         sparse = SparseVector(indices=list(message.sparse_indices), values=list(message.sparse_values))
-    return StoredPoint(
-        id=message.id, payload=payload, dense=list(message.dense) or None, sparse=sparse
-    )
+    return list(message.dense) or None, sparse
+
+
+def point_to_proto(point: StoredPoint) -> vectorstore_pb2.Point:
+    message = vectorstore_pb2.Point(id=point.id, payload_json=msgspec.json.encode(point.payload))
+    return _put_vectors(message, point.dense, point.sparse)
+
+
+def point_from_proto(message: vectorstore_pb2.Point) -> StoredPoint:
+    dense, sparse = _vectors_of(message)
+    try:
+        payload = _payload_decoder.decode(message.payload_json) if message.payload_json else {}
+    except msgspec.DecodeError:
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "point payload is not a JSON object") from None
+    return StoredPoint(id=message.id, payload=payload, dense=dense, sparse=sparse)
 
 
 def meta_to_json(meta: CollectionMeta) -> bytes:
@@ -66,29 +78,20 @@ def query_to_proto(query: HybridQuery) -> vectorstore_pb2.QueryRequest:
                                            tags=list(f.tags), path_prefix=f.path_prefix),
         limit=query.limit, candidates=query.candidates, rrf_k=query.rrf_k,
     )
-    if query.dense is not None:
-        message.dense.extend(query.dense)
-    if query.sparse is not None:
-        message.sparse_indices.extend(query.sparse.indices)
-        message.sparse_values.extend(query.sparse.values)
-    return message
+    return _put_vectors(message, query.dense, query.sparse)
 
 
 def query_from_proto(message: vectorstore_pb2.QueryRequest) -> HybridQuery:
-    if len(message.sparse_indices) != len(message.sparse_values):
-        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "sparse indices and values differ in length")
+    dense, sparse = _vectors_of(message)
     if message.limit < 1 or message.rrf_k < 0 or message.candidates < 0:
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "query limit must be positive, candidates and rrf_k >= 0")
     f = message.filter
-    sparse = None
-    if message.sparse_indices:
-        sparse = SparseVector(indices=list(message.sparse_indices), values=list(message.sparse_values))
     return HybridQuery(
         collection=message.collection,
         filter=PointFilter(corpora=tuple(f.corpora), library=f.library, version=f.version,
                            tags=tuple(f.tags), path_prefix=f.path_prefix),
         limit=message.limit,
-        dense=list(message.dense) or None,
+        dense=dense,
         sparse=sparse,
         candidates=message.candidates or DEFAULT_CANDIDATES,
         rrf_k=message.rrf_k or DEFAULT_RRF_K,
