@@ -39,10 +39,12 @@ class Chunk:
 CHUNK_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Chunk))
 
 
-def chunk_from_message(message: Any, repeated: frozenset[str]) -> Chunk:
-    """A Chunk from any object with the same attribute names (a protobuf message); the ``repeated``
-    ones are copied into tuples, so the record never holds a view of the message."""
-    return Chunk(*[tuple(getattr(message, name)) if name in repeated else getattr(message, name)
+def chunk_from_message(message: Any, repeated: frozenset[str], **given: Any) -> Chunk:
+    """A Chunk from any object with the same attribute names (a protobuf message, a stored
+    ChunkPayload); the ``repeated`` ones are copied into tuples, so the record never holds a view of
+    the source. ``given`` supplies the fields the source holds in another form or not at all."""
+    return Chunk(*[given[name] if name in given else
+                   tuple(getattr(message, name)) if name in repeated else getattr(message, name)
                    for name in CHUNK_FIELDS])
 
 

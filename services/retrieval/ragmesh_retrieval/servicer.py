@@ -5,9 +5,10 @@ from __future__ import annotations
 import msgspec
 from ragmesh.v1 import common_pb2, retrieval_pb2, retrieval_pb2_grpc
 
+from ragmesh_common.chunk_record import Chunk, chunk_values
 from ragmesh_common.telemetry import request_id_var
 
-from ragmesh_retrieval.domain.model import Chunk, SearchInput
+from ragmesh_retrieval.domain.model import SearchInput
 from ragmesh_retrieval.domain.reads import CorpusDirectory
 from ragmesh_retrieval.domain.search import HybridRetriever
 
@@ -32,16 +33,10 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
             path_prefix=filters.path_prefix,
             include_content=request.include_content,
         ))
-        return retrieval_pb2.SearchResponse(
-            results=[common_pb2.ScoredChunk(chunk=chunk_to_proto(r.chunk), scores=r.scores) for r in outcome.results],
-            query_mode=outcome.query_mode,
-            index_versions=outcome.index_versions,
-            degraded=outcome.degraded,
-            filtered_by_threshold=outcome.filtered_by_threshold,
-            hint=outcome.hint,
-            top_k_truncated=outcome.top_k_truncated,
-            skipped_libraries=outcome.skipped_libraries,
-        )
+        fields = msgspec.structs.asdict(outcome)
+        fields["results"] = [common_pb2.ScoredChunk(chunk=chunk_to_proto(r.chunk), scores=r.scores)
+                             for r in outcome.results]
+        return retrieval_pb2.SearchResponse(**fields)
 
     async def BatchGetChunks(self, request, context) -> retrieval_pb2.BatchGetChunksResponse:  # noqa: N802
         batch = await self.directory.batch_get(
@@ -68,4 +63,4 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServicer):
 
 
 def chunk_to_proto(chunk: Chunk) -> common_pb2.Chunk:
-    return common_pb2.Chunk(**msgspec.structs.asdict(chunk))
+    return common_pb2.Chunk(**chunk_values(chunk))

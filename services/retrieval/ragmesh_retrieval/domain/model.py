@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from ragmesh_common.chunk_record import Chunk
+
 
 class SearchLimits(msgspec.Struct, frozen=True):
     max_query_chars: int = 2000
@@ -45,27 +47,6 @@ class SearchInput(msgspec.Struct, frozen=True):
     tags: tuple[str, ...] = ()
     path_prefix: str = ""
     include_content: bool = False
-
-
-class Chunk(msgspec.Struct):
-    chunk_id: str
-    parent_id: str
-    doc_id: str
-    corpus: str
-    library: str
-    version: str
-    title: str
-    heading_path: list[str]
-    url: str
-    quote: str
-    content: str
-    source_path: str
-    line_start: int
-    line_end: int
-    page: int
-    tags: list[str]
-    download_path: str
-    index_version: str
 
 
 class ScoredChunk(msgspec.Struct):
