@@ -50,16 +50,18 @@ def _json(content: object, status: int = 200) -> Response[bytes]:
     return Response(content=msgspec.json.encode(content), status_code=status, media_type="application/json")
 
 
+def _refuse_prompt_name(prompt_name: str | None) -> None:
+    if prompt_name is not None:
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts")
+
+
 class TeiController(Controller):
     dependencies = {"service": Provide(provide_service, sync_to_thread=False)}
 
     @post("/embed", status_code=200)
     async def embed(self, request: Request, service: RuntimeService) -> Response[bytes]:
         body = decode_body(await request.body(), EmbedRequest)
-        if body.prompt_name is not None:
-            raise RagmeshError(
-                ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts"
-            )
+        _refuse_prompt_name(body.prompt_name)
         embedded = await service.embed(
             embed_inputs(body.inputs), body.normalize, body.truncate,
             truncate_left=body.truncation_direction.lower() == "left", dimensions=body.dimensions,
@@ -86,10 +88,7 @@ class TeiController(Controller):
     @post("/tokenize", status_code=200)
     async def tokenize(self, request: Request, service: RuntimeService) -> Response[bytes]:
         body = decode_body(await request.body(), TokenizeRequest)
-        if body.prompt_name is not None:
-            raise RagmeshError(
-                ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts"
-            )
+        _refuse_prompt_name(body.prompt_name)
         texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
         if any(not text for text in texts):
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "`inputs` cannot be empty")
