@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from beir_dataset import doc_run, evaluate, load_beir
+from ragmesh_bench.beir_dataset import doc_run, evaluate, load_beir
 from ragmesh_bench.smoke import parse_args, tiny_beir, tiny_candidates
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)

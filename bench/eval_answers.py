@@ -48,9 +48,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from answer_set import SPLITS, Outcome, Question, load_questions, split_of, summarize  # noqa: E402
+from ragmesh_bench.answer_set import SPLITS, Outcome, Question, load_questions, split_of, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE_DATASET = ROOT / "tests" / "fixtures" / "product_docs_qa"
@@ -189,8 +187,7 @@ class EmbeddedMesh:
     """The six processes on free ports, a scratch database, the corpus indexed."""
 
     def __init__(self, corpus: Path, library: str, generator: str | None = None) -> None:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from eval_mesh import DEFAULT_PG
+        from ragmesh_bench.harness import DEFAULT_POSTGRES as DEFAULT_PG
         from ragmesh_bench.harness import database_url, psql
 
         from ragmesh_cli.mesh import Mesh, MeshPorts, generator_env

@@ -12,15 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from ragmesh_bench.harness import database_url  # noqa: F401 - the eval scripts import it from here
+from ragmesh_bench.harness import database_url, say  # noqa: F401 - the eval scripts import them from here
 from ragmesh_cli.mesh import Mesh, MeshPorts
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 SERVICES = ("runtime", "retrieval", "rerank", "indexer")
-
-
-def say(message: str) -> None:
-    print(f"eval: {message}", file=sys.stderr, flush=True)
 
 
 class EvalMesh:

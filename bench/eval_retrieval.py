@@ -17,7 +17,7 @@ What it does, in order:
    BM25 scores as priors) to the real rerank service, as the gateway
    does;
 5. maps each hit to its BEIR document through the payload's ``source_path`` (a document scores
-   its best chunk) and evaluates with pytrec_eval (bench/beir_dataset.py).
+   its best chunk) and evaluates with pytrec_eval (libs/ragmesh_bench/beir_dataset.py).
 
 Chunking and models are set through the usual environment (RAGMESH_INDEXER_CHUNK_MAX_CHARS,
 RAGMESH_INDEXER_CHUNKING, RAGMESH_RUNTIME_RERANK_METHOD, ...), which the child processes inherit;
@@ -39,7 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
-from beir_dataset import (
+from ragmesh_bench.beir_dataset import (
     BeirDataset,
     doc_run,
     evaluate,

@@ -48,21 +48,19 @@ from pathlib import Path
 from typing import AsyncIterator, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ragmesh_bench.answer_set import Question, contains_gold, load_questions
 
-from answer_set import Question, contains_gold, load_questions  # noqa: E402
-
-from ragmesh_common.clients.llm import ChatClient  # noqa: E402
-from ragmesh_common.lexical import LexicalEncoder  # noqa: E402
-from ragmesh_generation.answerer import GroundedAnswerer  # noqa: E402
-from ragmesh_generation.citations import CitationChecker  # noqa: E402
-from ragmesh_generation.domain import AnswerDone, AnswerRequest, AnswerToken, EvidenceSource, PromptFit  # noqa: E402
-from ragmesh_generation.openai_chat import OpenAIChatModel  # noqa: E402
-from ragmesh_generation.ports import ChatModel, ModelDelta  # noqa: E402
-from ragmesh_generation.prompt import INSUFFICIENT_EVIDENCE  # noqa: E402
-from ragmesh_generation.segments import SegmentBuffer  # noqa: E402
-from ragmesh_generation.settings import GenerationSettings  # noqa: E402
-from ragmesh_generation.support import sentences, support  # noqa: E402
+from ragmesh_common.clients.llm import ChatClient
+from ragmesh_common.lexical import LexicalEncoder
+from ragmesh_generation.answerer import GroundedAnswerer
+from ragmesh_generation.citations import CitationChecker
+from ragmesh_generation.domain import AnswerDone, AnswerRequest, AnswerToken, EvidenceSource, PromptFit
+from ragmesh_generation.openai_chat import OpenAIChatModel
+from ragmesh_generation.ports import ChatModel, ModelDelta
+from ragmesh_generation.prompt import INSUFFICIENT_EVIDENCE
+from ragmesh_generation.segments import SegmentBuffer
+from ragmesh_generation.settings import GenerationSettings
+from ragmesh_generation.support import sentences, support
 
 PRODUCT_DOCS = ROOT / "tests" / "fixtures" / "product_docs_qa"
 XQUAD = Path("/work/shared/datasets/xquad-en-qa")
@@ -224,8 +222,7 @@ def start_llamacpp(n_ctx: int, threads: int):
 
 @contextlib.contextmanager
 def extractive_server() -> Iterator[str]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from loopback_server import serve_in_thread  # the one way to serve an app here
+    from ragmesh_bench.loopback_server import serve_in_thread  # the one way to serve an app here
     from ragmesh_runtime.app import create_app
     from ragmesh_runtime.settings import RuntimeSettings
 

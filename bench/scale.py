@@ -4,7 +4,7 @@
         [--base 3000] [--ef 128,256] [--work-dir DIR] [--exact] [--quantization none|int8] [--smoke]
 
 How the N chunks are made (nothing here is random text or random vectors):
-1. SciFact's corpus becomes Markdown files (bench/beir_dataset.py) that the indexer's own scanner
+1. SciFact's corpus becomes Markdown files (libs/ragmesh_bench/beir_dataset.py) that the indexer's own scanner
    and chunker cut into its 16,041 chunks; ``--base`` of them, evenly spaced, are embedded once with
    the CPU runtime's MiniLM encoder (in-process, the runtime's pinned model; cached under
    ``--cache-dir``), and SciFact's test queries likewise;
@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -47,19 +46,17 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ragmesh_bench.beir_dataset import load_beir, write_markdown
 
-from beir_dataset import load_beir, write_markdown  # noqa: E402
-
-from ragmesh_common.embedders.identity import EmbedderIdentity  # noqa: E402
-from ragmesh_common.index_schema import alias_name, collection_name  # noqa: E402
-from ragmesh_common.lexical import LexicalEncoder  # noqa: E402
-from ragmesh_common.vectorstore.edge import EdgeVectorStore  # noqa: E402
-from ragmesh_common.vectorstore.index_config import VectorIndexConfig, load_index_config  # noqa: E402
-from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, SparseVector  # noqa: E402
-from ragmesh_indexer.domain import ChunkingConfig, ScanConfig, chunk_document, scan_corpus  # noqa: E402
-from ragmesh_indexer.registry import CorpusSpec  # noqa: E402
-from ragmesh_indexer.writing import collection_meta, embedding_text, lexical_text, stored_point  # noqa: E402
+from ragmesh_common.embedders.identity import EmbedderIdentity
+from ragmesh_common.index_schema import alias_name, collection_name
+from ragmesh_common.lexical import LexicalEncoder
+from ragmesh_common.vectorstore.edge import EdgeVectorStore
+from ragmesh_common.vectorstore.index_config import VectorIndexConfig, load_index_config
+from ragmesh_common.vectorstore.port import HybridQuery, PointFilter, SparseVector
+from ragmesh_indexer.domain import ChunkingConfig, ScanConfig, chunk_document, scan_corpus
+from ragmesh_indexer.registry import CorpusSpec
+from ragmesh_indexer.writing import collection_meta, embedding_text, lexical_text, stored_point
 
 SCIFACT = Path("/work/shared/datasets/scifact")
 CORPUS = "scifact-scale"

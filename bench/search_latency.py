@@ -44,7 +44,7 @@ import httpx
 import msgspec
 import numpy as np
 
-from beir_dataset import load_beir
+from ragmesh_bench.beir_dataset import load_beir
 from ragmesh_bench import smoke
 from ragmesh_bench.harness import RunningMesh
 from ragmesh_common.index_schema import (

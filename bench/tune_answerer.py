@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from answer_set import SPLITS, Outcome, contains_gold, load_questions, split_of, summarize
+from ragmesh_bench.answer_set import SPLITS, Outcome, contains_gold, load_questions, split_of, summarize
 from ragmesh_bench.harness import RunningMesh
 from ragmesh_bench.smoke import parse_args, scratch_folder, tiny_answer_set
 

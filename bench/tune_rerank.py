@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from beir_dataset import doc_run, evaluate, load_beir
+from ragmesh_bench.beir_dataset import doc_run, evaluate, load_beir
 from ragmesh_bench.smoke import parse_args, tiny_beir, tiny_candidates
 
 RUNTIME_GRID = (0.0, 0.25, 0.5, 1.0)

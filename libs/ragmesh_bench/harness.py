@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOKE_CORPUS_FOLDER = ROOT / "tests" / "fixtures" / "e2e_corpus"
 SMOKE_CORPUS = "quokka@1.0"
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def say(message: str) -> None:
+    """A bench script's progress line, on stderr so that stdout holds only its JSON lines."""
+    print(f"eval: {message}", file=sys.stderr, flush=True)
 
 
 def free_port() -> int:

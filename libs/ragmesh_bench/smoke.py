@@ -68,7 +68,7 @@ def tiny_beir(folder: Path | None = None) -> Path:
 
 
 def tiny_answer_set(folder: Path | None = None) -> Path:
-    """An answer set (bench/answer_set.py's layout) over the e2e corpus: the four questions with
+    """An answer set (libs/ragmesh_bench/answer_set.py's layout) over the e2e corpus: the four questions with
     their gold texts, and one the corpus cannot answer."""
     folder = folder or scratch_folder() / "quokka-answers"
     shutil.copytree(SMOKE_CORPUS_FOLDER, folder / "corpus", dirs_exist_ok=True)

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+from ragmesh_bench.drills import run
 
-from drills import run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 RECOVERY_S = 5.0
 # drill -> the degraded flags its outage may set (and at least the first one must appear).

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import msgspec
+import uvicorn
 
-import msgspec  # noqa: E402
-import uvicorn  # noqa: E402
-
-from gateway_mesh import running_mesh  # noqa: E402
-from ragmesh_common.http_protocol import JsonErrorH11Protocol  # noqa: E402
-from ragmesh_gateway.app import create_app  # noqa: E402
-from ragmesh_gateway.settings import GatewaySettings  # noqa: E402
+from gateway_mesh import running_mesh
+from ragmesh_common.http_protocol import JsonErrorH11Protocol
+from ragmesh_gateway.app import create_app
+from ragmesh_gateway.settings import GatewaySettings
 
 
 def main() -> None:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-
-from answer_set import Outcome, Question, answer_words, contains_gold, split_of, summarize  # noqa: E402
+from ragmesh_bench.answer_set import Outcome, Question, answer_words, contains_gold, split_of, summarize
 
 
 def test_a_gold_text_must_appear_as_whole_words_after_normalisation() -> None:

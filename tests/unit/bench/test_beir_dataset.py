@@ -1,17 +1,14 @@
-"""The eval harness's dataset loading, file naming and metric plumbing (bench/beir_dataset.py)."""
+"""The eval harness's dataset loading, file naming and metric plumbing (libs/ragmesh_bench/beir_dataset.py)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-
-from beir_dataset import doc_run, evaluate, file_name, load_beir, sample_queries, write_markdown  # noqa: E402
+from ragmesh_bench.beir_dataset import doc_run, evaluate, file_name, load_beir, sample_queries, write_markdown
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
-from answer_set import Outcome, Question, summarize  # noqa: E402
+from ragmesh_bench.answer_set import Outcome, Question, summarize  # noqa: E402
 from eval_answers import outcomes_from_records, parse_args, sample_questions  # noqa: E402
 
 

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-
-from mesh_overhead import query_pool, query_sets, scrub_runtime_cache  # noqa: E402
-
-from ragmesh_runtime.encoder import MiniLmEncoder, SequenceVectorCache  # noqa: E402
-from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify  # noqa: E402
+from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
+from ragmesh_runtime.encoder import MiniLmEncoder, SequenceVectorCache
+from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
 
 
 class _NoSession:

@@ -1,20 +1,16 @@
 """The measured check behind the declarations: the CPU runtime's int8 MiniLM against the fp32
-weights as TEI computes them (bench/minilm_reference.py), on the product-docs probes."""
+weights as TEI computes them (libs/ragmesh_bench/minilm_reference.py), on the product-docs probes."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from ragmesh_bench.embedder_compat import Encoders, product_docs_probes
 
-from embedder_compat import Encoders, product_docs_probes  # noqa: E402
-
-from ragmesh_common.embedders.compatibility import DECLARED, MINILM_INT8_ONNX, THRESHOLDS, minilm_tei  # noqa: E402
-from ragmesh_common.embedders.measure import compare, topk_overlap  # noqa: E402
+from ragmesh_common.embedders.compatibility import DECLARED, MINILM_INT8_ONNX, THRESHOLDS, minilm_tei
+from ragmesh_common.embedders.measure import compare, topk_overlap
 
 
 @pytest.fixture(scope="module")

@@ -93,9 +93,9 @@ async def test_a_graph_build_needs_room_for_a_second_copy(tmp_path: Path) -> Non
         await store.close()
 
 
+# Run with this folder as its working directory: ``python -c`` imports from there (vectorstore_fixtures).
 FILL_A_TMPFS = textwrap.dedent("""
     import asyncio, sys, uuid
-    sys.path.insert(0, sys.argv[2])
     from vectorstore_fixtures import META, point
     from ragmesh_common.errors import RagmeshError
     from ragmesh_common.vectorstore.edge import EdgeVectorStore
@@ -122,7 +122,7 @@ def test_a_real_full_disk_does_not_kill_the_process(tmp_path: Path) -> None:
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", str(mount)]).returncode != 0:
         pytest.skip("this machine cannot mount a tmpfs")
     try:
-        done = subprocess.run([sys.executable, "-c", FILL_A_TMPFS, str(mount / "edge"), str(Path(__file__).parent)],
+        done = subprocess.run([sys.executable, "-c", FILL_A_TMPFS, str(mount / "edge")], cwd=Path(__file__).parent,
                               capture_output=True, text=True, timeout=240)
     finally:
         subprocess.run(["umount", str(mount)])

