@@ -14,7 +14,9 @@ For each it prints one row:
   restart and the process's start) or the store is restarted;
 - recovery s: from then until the first answer that is clean again (2xx, none of the drill's
   flags), i.e. how long a returning service goes unused;
-- data lost: sessions, the active index and the registry compared before and after.
+- data lost: sessions, the active index and the registry compared before and after;
+- chat during: what one chat got half a second into the outage, and how the gateway's server
+  span of it ended (from the mesh's span file).
 
 tests/e2e/test_drills.py runs the same drills on a small corpus and asserts on the rows.
 """
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from ragmesh_bench.drill_mesh import API, ROOT, DrillMesh, Load, Sample, as_json, kill, sync_ask
 from ragmesh_bench.harness import RunningMesh
+from ragmesh_common.span_file import default_span_file, read_span_records
 from ragmesh_bench.smoke import parse_args
 
 WARM_S = 1.5  # load before the kill: the baseline the drill departs from
@@ -73,6 +76,7 @@ class Row:
     data_lost: list[str] = field(default_factory=list)
     probe: str = ""  # what the drill's own probe saw (indexer / postgres)
     ready_during: dict = field(default_factory=dict)  # /health/ready half a second into the outage
+    chat_during: dict = field(default_factory=dict)  # a chat right after that, and its root span
 
     def table_row(self) -> str:
         flags = ", ".join(f"{k} {v}" for k, v in sorted(self.degraded.items())) or "none"
@@ -137,6 +141,33 @@ def readiness(mesh: DrillMesh) -> dict:
         return {"http": 0, "error": type(exc).__name__}
 
 
+def chat_during(mesh: DrillMesh) -> dict:
+    """What one chat gets during the outage (right after :func:`readiness`): status, answer and
+    sources basis, flags, and its request id for :func:`root_span`."""
+    try:
+        response = sync_ask(mesh.gateway, "POST", f"{API}/chat", {"question": "How does the scheduler assign jobs?"})
+        body = response.json()
+    except Exception as exc:  # noqa: BLE001 - the gateway itself may be what is down
+        return {"http": 0, "error": type(exc).__name__}
+    picked = ("status", "answer", "answer_status", "finish_reason", "sources_basis", "degraded", "code")
+    return {"http": response.status_code, "request_id": response.headers.get("x-request-id", ""),
+            **{key: body.get(key) for key in picked}, "sources": len(body.get("sources") or []),
+            "error": (body.get("error") or {}).get("code")}
+
+
+def root_span(mesh: DrillMesh, request_id: str) -> dict:
+    """How the gateway's server span of that request ended, from the mesh's span file (what
+    `ragmesh trace` reads): status, its description, the degraded flags and error.type."""
+    if not request_id:
+        return {}
+    for record in read_span_records(default_span_file(mesh.state), containing=request_id.encode()):
+        attributes = record.get("attributes") or {}
+        if record.get("kind") == "SERVER" and attributes.get("ragmesh.request_id") == request_id:
+            return {"status": record.get("status"), "status_message": record.get("status_message"),
+                    "degraded": attributes.get("ragmesh.degraded"), "error_type": attributes.get("error.type")}
+    return {}
+
+
 def clean(sample: Sample, drill: Drill) -> bool:
     return sample.answered and not (set(sample.degraded) & drill.flags) and sample.op in drill.ops
 
@@ -167,11 +198,13 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         killed_at = time.monotonic()
         kill(old)
         ready_during = readiness(mesh)
+        chat = chat_during(mesh)
         wait_for(lambda: mesh.children().get(drill.name) not in (None, old) and mesh.healthy(drill.name))
     else:
         killed_at = time.monotonic()
         kill(mesh.store_pid(drill.name))
         ready_during = readiness(mesh)
+        chat = chat_during(mesh)
         time.sleep(max(0.0, store_down_s - (time.monotonic() - killed_at)))
         mesh.restart_store(drill.name)
     back_at = time.monotonic()
@@ -189,6 +222,7 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
     ended_at = time.monotonic()
     samples = load.since(killed_at, ended_at)
     after = snapshot(mesh, canary, corpus)
+    chat["root_span"] = root_span(mesh, chat.get("request_id", ""))  # exported by now (every 200 ms)
     return Row(
         drill=drill.name,
         requests=len(samples),
@@ -201,6 +235,7 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         data_lost=lost(before, after),
         probe=probe,
         ready_during=ready_during,
+        chat_during=chat,
     )
 
 

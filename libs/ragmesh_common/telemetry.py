@@ -26,12 +26,15 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import StatusCode
 
 from ragmesh_common.settings import env_int
 from ragmesh_common.span_file import DEFAULT_MAX_MB, JsonLinesSpanExporter
@@ -207,6 +210,77 @@ def http_server_span_details(scope: Any) -> tuple[str, dict[str, str]]:
     route = scope.get("path_template") or scope.get("path", "")
     method = str(scope.get("method", "")).strip()
     return (f"{method} {route}" if method else route), {"http.route": route}
+
+
+# --- the outcome of the request being served, on its server span ----------------------------------
+#
+# The HTTP server's span hook binds the request's server span (:func:`bind_request_span`); the code
+# that learns how the request ends marks it: an error answer, an ``error`` event at the end of a
+# stream, an answer given without some of its parts. The span is the request's root, so a trace
+# backend filtered on status ERROR finds these requests by it, not only by a child span that
+# failed, and a child span being current at that moment (a gRPC call's) does not matter.
+
+DEGRADED_ATTRIBUTE = "ragmesh.degraded"  # the parts the answer was given without
+ERROR_TYPE_ATTRIBUTE = "error.type"  # the error code (OpenTelemetry's name), or "degraded"
+
+
+@dataclass(slots=True)
+class _RequestSpan:
+    span: Any
+    degraded: list[str] = field(default_factory=list)
+    failure: str = ""  # "CODE: message" when the server failed the request
+
+    def apply(self) -> None:
+        if self.failure:
+            self.span.set_status(StatusCode.ERROR, self.failure)
+        elif self.degraded:
+            self.span.set_attribute(ERROR_TYPE_ATTRIBUTE, "degraded")
+            self.span.set_status(StatusCode.ERROR, "degraded: " + ", ".join(self.degraded))
+
+
+_request_span: contextvars.ContextVar[_RequestSpan | None] = contextvars.ContextVar(
+    "ragmesh_request_span", default=None)
+
+
+def bind_request_span(span: Any) -> None:
+    """The server span of the request this task serves (called by the HTTP server's span hook)."""
+    _request_span.set(_RequestSpan(span) if span is not None and span.is_recording() else None)
+
+
+def mark_request_degraded(reasons: Sequence[str]) -> None:
+    """The answer was given without ``reasons`` (``degraded`` flags): ERROR, ``degraded: ...``, and
+    the flags as ``ragmesh.degraded``. Nothing to do on a whole answer but this check."""
+    if not reasons:
+        return
+    bound = _request_span.get()
+    if bound is None:
+        return
+    added = [reason for reason in reasons if reason not in bound.degraded]
+    if added:
+        bound.degraded.extend(added)
+        bound.span.set_attribute(DEGRADED_ATTRIBUTE, list(bound.degraded))
+        bound.apply()
+
+
+def mark_request_failed(code: str, message: str, *, server_fault: bool = True) -> None:
+    """The request ends in the error ``code``: ``error.type``, and ERROR with ``CODE: message`` when
+    the server is at fault (HTTP semantic conventions leave a server span's status unset on a 4xx:
+    the caller's mistake is not the server's failure)."""
+    bound = _request_span.get()
+    if bound is None:
+        return
+    bound.span.set_attribute(ERROR_TYPE_ATTRIBUTE, code)
+    if server_fault:
+        bound.failure = f"{code}: {message}"
+        bound.apply()
+
+
+def settle_request_span() -> None:
+    """Call when the response starts, after the HTTP instrumentation set the status from the status
+    code (on a 5xx it sets ERROR without a description): what was marked before stands."""
+    bound = _request_span.get()
+    if bound is not None and (bound.failure or bound.degraded):
+        bound.apply()
 
 
 def shutdown_telemetry() -> None:

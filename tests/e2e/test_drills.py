@@ -6,8 +6,9 @@ PostgreSQL are SIGKILLed and come back. Before: one death stopped all six proces
 services went unused for 17-38 s, a Redis restart degraded every stale connection and lost the
 sessions. Asserted per drill: the degraded flags it implies and no others, no 5xx except the
 documented 503 while retrieval is down, recovery (back -> first clean answer) within 5 s, the
-supervisor's report, and nothing lost. Then the privilege and cross-origin cases of the issue
-against the same services. About three minutes on two busy cores.
+supervisor's report, and nothing lost; with generation or the runtime down, a chat gets the
+retrieval summary and its root span says ERROR with the flags (issue 23). Then the privilege and
+cross-origin cases of the issue against the same services. About three minutes on two busy cores.
 """
 
 from __future__ import annotations
@@ -85,6 +86,22 @@ def test_privilege_escalation_and_cross_origin_are_refused(drills) -> None:
     wrong = [(case, expected, got) for case, expected, got in drills["cases"] if expected != got]
     assert not wrong, wrong
     assert len(drills["cases"]) >= 10
+
+
+@pytest.mark.parametrize("drill", ["generation", "runtime"])
+def test_a_chat_while_generation_is_down_is_the_retrieval_summary_and_its_root_span_says_so(rows, drill) -> None:
+    """docs/operations.md, "What an outage means": generation (or its model) down gives the retrieval
+    summary instead of an answer, flagged ``generation``; the request's root span is ERROR with the
+    flags (issue 23, Build 7). Before: ``status: "error"`` (UNAVAILABLE) and a root span that said ok."""
+    chat = rows[drill]["chat_during"]
+    assert (chat["http"], chat["status"], chat["error"]) == (200, "done", None), chat
+    assert (chat["answer"], chat["answer_status"], chat["sources_basis"]) == ("", "withheld", "retrieved"), chat
+    assert chat["sources"] > 0 and "generation" in chat["degraded"], chat
+    assert chat["finish_reason"].startswith("generation_"), chat
+    span = chat["root_span"]
+    assert span["status"] == "ERROR" and span["error_type"] == "degraded", chat
+    assert span["degraded"] == chat["degraded"], chat
+    assert span["status_message"] == "degraded: " + ", ".join(chat["degraded"]), chat
 
 
 def test_readiness_during_an_outage_says_what_it_means(rows) -> None:

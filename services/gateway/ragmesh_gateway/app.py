@@ -19,7 +19,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 
-from ragmesh_common.telemetry import ASGI_MESSAGE_SPANS, http_server_span_details
+from ragmesh_common.telemetry import ASGI_MESSAGE_SPANS, bind_request_span, http_server_span_details
 
 from ragmesh_gateway.composition import (
     PROTOCOL_ERROR_BODIES,
@@ -48,10 +48,12 @@ Errors always answer `{code, message, request_id}` with a stable `code`."""
 
 
 def _request_id_on_span(span: Any, scope: Any) -> None:
-    """The request id on the server span (how `ragmesh trace` and Tempo find a request's trace), and
-    the span's ids for the access log line."""
+    """The request id on the server span (how `ragmesh trace` and Tempo find a request's trace), the
+    span's ids for the access log line, and the span bound as the one a failed or degraded outcome
+    marks (``ragmesh_common.telemetry.mark_request_*``)."""
     if span is not None and span.is_recording():
         span.set_attribute("ragmesh.request_id", scope.get("state", {}).get("request_id", ""))
+    bind_request_span(span)
     if span is not None:
         note_span(scope, span)
 

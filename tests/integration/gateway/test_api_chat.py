@@ -126,6 +126,18 @@ async def test_answer_all_at_once_reports_generation_failure(client: AsyncTestCl
     assert body["status"] == "error" and body["error"]["code"] == "RUNTIME_ERROR"
 
 
+async def test_answer_all_at_once_with_generation_down_is_the_retrieval_summary(client: AsyncTestClient,
+                                                                                mesh: Mesh) -> None:
+    """docs/operations.md's degradation order; before: ``status: "error"``, ``UNAVAILABLE``."""
+    await mesh.stop("generation")
+    response = await client.post("/api/rag/v1/chat", json={"question": "q", "top_k": 3})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["status"], body["answer"], body["answer_status"], body["error"]) == ("done", "", "withheld", None)
+    assert (body["finish_reason"], body["degraded"]) == ("generation_unavailable", ["generation"])
+    assert body["sources_basis"] == "retrieved" and [s["source_id"] for s in body["sources"]] == ["S1", "S2", "S3"]
+
+
 async def test_client_disconnect_cancels_the_upstream_generation(mesh: Mesh) -> None:
     mesh.generation.mode = "hang"
     async with serve(create_app(mesh.settings())) as base_url:

@@ -170,14 +170,23 @@ async def test_overlong_history_is_capped(settings_for, generation) -> None:
     assert double.requests[-1].history[-2].content == "question number 4 about workers"
 
 
-async def test_generator_failure_before_tokens_gives_the_retrieval_summary(client, generation) -> None:
+@pytest.mark.parametrize("script, reason", [
+    ([RagmeshError(ErrorCode.UNAVAILABLE, "runtime unreachable")], "generation_unavailable"),
+    ([done(answer_status="withheld", error_code="RUNTIME_ERROR",
+           error_message="generation runtime sent a malformed stream")], "generation_runtime_error"),
+])
+async def test_generator_failure_before_tokens_gives_the_retrieval_summary(client, generation, script,
+                                                                          reason) -> None:
+    """The degradation order of docs/operations.md: the retrieval summary instead of an answer, a
+    ``done`` that says so (before: ``event: error``)."""
     double, _ = generation
-    double.script = [RagmeshError(ErrorCode.UNAVAILABLE, "runtime unreachable")]
+    double.script = script
     events = await stream(client, {"question": "q"})
     assert_contract(events)
-    assert [n for n, _ in events] == ["meta", "sources", "error"]
+    assert [n for n, _ in events] == ["meta", "sources", "done"]
     assert events[1][1]["basis"] == "retrieved" and len(events[1][1]["sources"]) == 5
-    assert events[-1][1]["code"] == "UNAVAILABLE" and events[-1][1]["degraded"] == ["generation"]
+    end = events[-1][1]
+    assert (end["answer_status"], end["finish_reason"], end["degraded"]) == ("withheld", reason, ["generation"])
 
 
 async def test_withheld_answer_is_done_with_the_retrieval_summary(client, generation) -> None:
@@ -209,8 +218,8 @@ async def test_timeout_ends_with_one_deadline_error(settings_for, generation) ->
 @pytest.mark.parametrize("script, code", [
     ([token("half an answer")], "UNAVAILABLE"),  # the stream just ends: no terminal upstream
     ([done(answer_status="withheld", error_code="NOT_A_CODE", error_message="?")], "INTERNAL"),
-    ([done(answer_status="withheld", error_code="RUNTIME_ERROR",
-           error_message="generation runtime sent a malformed stream")], "RUNTIME_ERROR"),
+    ([token("half an answer"), done(answer_status="withheld", error_code="RUNTIME_ERROR",
+                                    error_message="generation runtime sent a malformed stream")], "RUNTIME_ERROR"),
 ])
 async def test_garbage_from_the_generator_is_one_clean_error(client, generation, script, code) -> None:
     double, _ = generation

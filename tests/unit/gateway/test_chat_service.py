@@ -93,21 +93,36 @@ async def test_generator_error_mid_stream_sends_what_was_cited_then_one_error() 
     assert degraded == ["generation"]
 
 
-async def test_generator_unavailable_before_any_token_gives_the_retrieval_summary() -> None:
-    script = [RagmeshError(ErrorCode.UNAVAILABLE, "generation is unavailable")]
-    events = await events_of(chat(ScriptedGenerator(script)), ChatParams(question="q"))
-    assert_contract(events)
-    sources = events[0]
+@pytest.mark.parametrize("script, reason", [
+    # The generation service down (the gateway's call fails).
+    ([RagmeshError(ErrorCode.UNAVAILABLE, "generation is unavailable")], "generation_unavailable"),
+    # Its model runtime down, stalled or sending garbage (generation says so in its terminal event).
+    ([GeneratedSources([]), GenerationEnd(answer_status="withheld", finish_reason="error", error_code="UNAVAILABLE",
+                                          error_message="runtime unreachable")], "generation_unavailable"),
+    ([GeneratedSources(["S2"]), GenerationEnd(answer_status="withheld", error_code="DEADLINE_EXCEEDED",
+                                              error_message="too slow")], "generation_deadline_exceeded"),
+    ([GenerationEnd(answer_status="withheld", error_code="RUNTIME_ERROR", error_message="garbage")],
+     "generation_runtime_error"),
+    ([], "generation_unavailable"),  # the stream just ended: no terminal upstream
+])
+async def test_generation_down_before_any_text_answers_with_the_retrieval_summary(script, reason) -> None:
+    """docs/operations.md: generation (or its model) down gives the retrieval summary instead of an
+    answer, flagged ``generation``; no answer text pretends otherwise. Before: an ``error`` event."""
+    degraded: list[str] = []
+    events = await events_of(chat(ScriptedGenerator(script), degraded=degraded), ChatParams(question="q"))
+    assert kinds(events) == [AnswerSources, AnswerDone]
+    sources, done = events
     assert sources.basis == "retrieved" and [s.source_id for s in sources.sources] == ["S1", "S2", "S3"]
-    assert events[-1].code == "UNAVAILABLE" and events[-1].degraded == ["generation"]
+    assert (done.answer_status, done.finish_reason, done.answer, done.degraded) == (
+        "withheld", reason, "", ["generation"])
+    assert degraded == ["generation"]
 
 
-async def test_terminal_carrying_an_error_code_becomes_the_error_event() -> None:
-    script = [GeneratedSources([]), GenerationEnd(answer_status="withheld", error_code="DEADLINE_EXCEEDED",
-                                                  error_message="too slow")]
+async def test_a_generator_bug_before_any_text_is_still_an_error() -> None:
+    script = [GenerationEnd(answer_status="withheld", error_code="INVALID_ARGUMENT", error_message="bad request")]
     events = await events_of(chat(ScriptedGenerator(script)), ChatParams(question="q"))
     assert_contract(events)
-    assert events[-1] == AnswerFailed("DEADLINE_EXCEEDED", "too slow", ["generation"])
+    assert events[-1] == AnswerFailed("INVALID_ARGUMENT", "bad request", ["generation"])
     assert events[0].basis == "retrieved"
 
 
@@ -273,3 +288,59 @@ async def test_session_memory_feeds_history_and_records_the_exchange() -> None:
     ]
     assert history[1].cited_headings == ("Guide > Section 6",)  # S1 after the reversing reranker
     assert generator.requests[0].history == []
+
+
+# --- the request's server span says how the answer ended (issue 23, Build 7) -------------------------
+
+@pytest.fixture
+def request_span():
+    """A server span bound as the request's, as the gateway's span hook binds it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import SpanKind
+
+    from ragmesh_common.telemetry import bind_request_span
+
+    span = TracerProvider().get_tracer("test").start_span("POST /api/rag/v1/chat/stream", kind=SpanKind.SERVER)
+    bind_request_span(span)
+    yield span
+    bind_request_span(None)
+    span.end()
+
+
+def span_outcome(span) -> tuple:
+    return (span.status.status_code.name, span.status.description, span.attributes.get("ragmesh.degraded"),
+            span.attributes.get("error.type"))
+
+
+async def test_generation_down_marks_the_request_span_degraded(request_span) -> None:
+    script = [RagmeshError(ErrorCode.UNAVAILABLE, "generation is unavailable")]
+    await events_of(chat(ScriptedGenerator(script)), ChatParams(question="q"))
+    assert span_outcome(request_span) == ("ERROR", "degraded: generation", ("generation",), "degraded")
+
+
+async def test_an_error_event_marks_the_request_span_with_its_code(request_span) -> None:
+    script = [AnswerToken("It is 42 [S2]. "), RagmeshError(ErrorCode.RUNTIME_ERROR, "model runtime failed")]
+    await events_of(chat(ScriptedGenerator(script)), ChatParams(question="q"))
+    assert span_outcome(request_span) == ("ERROR", "RUNTIME_ERROR: model runtime failed", ("generation",),
+                                          "RUNTIME_ERROR")
+
+
+async def test_a_crash_marks_the_request_span_internal(request_span) -> None:
+    class Exploding(ScriptedGenerator):
+        async def generate(self, request):
+            yield AnswerToken("Fine so far [S1]. ")
+            raise ValueError("a bug, not a RagmeshError")
+
+    await events_of(chat(Exploding()), ChatParams(question="q"))
+    assert span_outcome(request_span) == ("ERROR", "INTERNAL: internal error", None, "INTERNAL")
+
+
+async def test_degraded_search_marks_the_request_span_even_when_answered(request_span) -> None:
+    await events_of(chat(ScriptedGenerator(), backend=FakeSearchBackend(degraded=["embedding"])),
+                    ChatParams(question="q"))
+    assert span_outcome(request_span) == ("ERROR", "degraded: embedding", ("embedding",), "degraded")
+
+
+async def test_a_whole_answer_leaves_the_request_span_unset(request_span) -> None:
+    await events_of(chat(ScriptedGenerator()), ChatParams(question="q"))
+    assert span_outcome(request_span) == ("UNSET", None, None, None)

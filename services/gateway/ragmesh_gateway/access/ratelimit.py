@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.metrics import DEGRADED
+from ragmesh_common.telemetry import mark_request_degraded
 from redis.exceptions import RedisError
 
 from ragmesh_gateway.access.metrics import count_rate_limited
@@ -156,6 +157,7 @@ class RateLimiter:
         log.warning("rate limiter unavailable (%s); fail_open=%s", type(exc).__name__, self._fail_open)
         if not self._fail_open:
             raise RagmeshError(ErrorCode.UNAVAILABLE, "rate limiter unavailable") from exc
+        mark_request_degraded(["ratelimit"])
         return Decision(allowed=True, remaining=0, limit=limit.burst, retry_after_s=0.0,
                         reset_s=0.0, policy_window_s=limit.burst / limit.rate_per_s, counted=False)
 

@@ -69,7 +69,9 @@ class ChatController(Controller):
         "/chat",
         status_code=200,
         summary="Grounded answer, all at once",
-        description="The same pipeline as /chat/stream; generation failures come back in `error`.",
+        description="The same pipeline as /chat/stream. Generation down before any text: `status: done`, "
+        "`answer_status: withheld` and the retrieval summary (`sources_basis: retrieved`); a generation failure "
+        "after part of the answer comes back in `error`.",
         responses=error_responses(400, 401, 404, 413, 415, 429, 503, 504),
     )
     async def answer(self, data: ChatRequest, caller: Caller, chat: ChatService) -> AnswerResponse:

@@ -9,11 +9,17 @@ upstream call is cancelled and nothing more is sent.
 Refusal: when no source passes retrieval's threshold the generator is not called at all; the
 answer is the refusal sentence with ``insufficient_evidence`` and retrieval's hint.
 
-Degradation, in order: the generator (a failed or withheld answer: the client gets the retrieval
-summary — every retrieved source, ``basis: "retrieved"`` — and ``degraded`` holds ``generation``),
-the reranker and the embedding (fused or keyword-only order, flagged by search/retrieval), session
-memory (answered without history). Each is counted in ``ragmesh_degraded_total``. Retrieval
-itself (Qdrant) down is the end of the line: an UNAVAILABLE error before the stream.
+Degradation, in order: the generator (down, stalled or sending garbage before any text, or its
+answer withheld: the client gets the retrieval summary instead of an answer — every retrieved
+source, ``basis: "retrieved"``, no answer text, ``done`` with ``withheld`` — and ``degraded`` holds
+``generation``; a failure after part of the answer was sent ends in ``error``, with the sources that
+part cites), the reranker and the embedding (fused or keyword-only order, flagged by
+search/retrieval), session memory (answered without history). Each is counted in
+``ragmesh_degraded_total``. Retrieval itself (Qdrant) down is the end of the line: an UNAVAILABLE
+error before the stream.
+
+The request's server span ends as the stream does: ERROR with the code of an ``error`` event, or
+with the ``degraded`` flags of a degraded answer (``ragmesh_common.telemetry.mark_request_*``).
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ from dataclasses import dataclass, field
 
 from ragmesh_common.answer_defaults import ANSWER_SOURCES
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_common.telemetry import Stopwatch, query_hash, request_id_var
+from ragmesh_common.telemetry import (
+    Stopwatch,
+    mark_request_degraded,
+    mark_request_failed,
+    query_hash,
+    request_id_var,
+)
 
 from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.chat.conversation import Conversation, Conversations
@@ -53,6 +65,9 @@ RETRIEVAL = "retrieval"
 #: The answer when nothing was retrieved; the generation service says the same when it refuses.
 REFUSAL_TEXT = "I can't answer that from the indexed documents."
 _CITED = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]")
+#: Generator failures that are an outage of generation or its model (down, stalled, garbage): before
+#: any text they leave the retrieval summary as the answer. Anything else is a bug: an ``error``.
+_GENERATION_OUTAGE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.DEADLINE_EXCEEDED, ErrorCode.RUNTIME_ERROR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +243,14 @@ class ChatService:
             failure = RagmeshError(
                 ErrorCode.UNAVAILABLE, "the generator stopped without finishing the answer"
             )
+        if failure is not None and not streamed and failure.code in _GENERATION_OUTAGE:
+            # Nothing was answered: the retrieval summary is the answer, said to be one.
+            end = GenerationEnd(answer_status="withheld", model=end.model if end else "",
+                                finish_reason=_outage_reason(failure), degraded=[GENERATION])
+            cited_ids = []
+            log.warning("generation unavailable; answered with the retrieval summary",
+                        extra={"fields": {**fields, "code": failure.code.value}})
+            failure = None
         if failure is not None:
             self._on_degraded(GENERATION)
             yield self._sources(outcome, cited_ids, streamed, show_summary=True)
@@ -278,6 +301,8 @@ async def _one_terminal(events: AsyncIterator[AnswerEvent]) -> AsyncIterator[Ans
     async with contextlib.aclosing(events):
         try:
             async for event in events:
+                if isinstance(event, (AnswerDone, AnswerFailed)):
+                    _mark_outcome(event)
                 yield event
                 sources_sent = sources_sent or isinstance(event, AnswerSources)
                 if isinstance(event, (AnswerDone, AnswerFailed)):
@@ -286,7 +311,22 @@ async def _one_terminal(events: AsyncIterator[AnswerEvent]) -> AsyncIterator[Ans
             log.exception("chat stream crashed")
         if not sources_sent:
             yield AnswerSources([])
-        yield AnswerFailed(ErrorCode.INTERNAL.value, "internal error")
+        crashed = AnswerFailed(ErrorCode.INTERNAL.value, "internal error")
+        _mark_outcome(crashed)
+        yield crashed
+
+
+def _mark_outcome(terminal: AnswerDone | AnswerFailed) -> None:
+    """The request's server span says how the answer ended (before the client reads it)."""
+    if isinstance(terminal, AnswerFailed):
+        mark_request_failed(terminal.code, terminal.message)
+    mark_request_degraded(terminal.degraded)
+
+
+def _outage_reason(failure: RagmeshError) -> str:
+    """``finish_reason`` of an answer generation could not give: ``generation_unavailable``,
+    ``generation_deadline_exceeded`` or ``generation_runtime_error``."""
+    return f"{GENERATION}_{failure.code.value.lower()}"
 
 
 def _heading(source: RankedSource) -> str:

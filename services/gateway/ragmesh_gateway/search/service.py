@@ -1,7 +1,8 @@
 """The search pipeline: retrieve candidates, rerank them, keep top_k, defang untrusted text.
 
 A reranker that is down or past its deadline never fails a search: results come back in fused
-order and the response says ``degraded: ["rerank"]``. Logs carry a query hash, never the query.
+order and the response says ``degraded: ["rerank"]``, as does the request's server span (ERROR,
+``ragmesh.degraded``). Logs carry a query hash, never the query.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Protocol
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import embedding_text, is_chunk_id
-from ragmesh_common.telemetry import Stopwatch, query_hash
+from ragmesh_common.telemetry import Stopwatch, mark_request_degraded, query_hash
 
 from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.search.models import (
@@ -160,6 +161,7 @@ class SearchService:
                 }
             },
         )
+        mark_request_degraded(degraded)
         return SearchOutcome(
             sources=sources,
             retrieval=retrieved,

@@ -21,6 +21,7 @@ from litestar.exceptions import (
 from litestar.openapi import ResponseSpec
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.telemetry import mark_request_failed
 
 from ragmesh_gateway.web.body import validation_error
 from ragmesh_gateway.web.request_context import request_id_of
@@ -127,8 +128,10 @@ def retry_after(error: RagmeshError) -> str | None:
 
 
 def described(request: Request, exc: Exception) -> tuple[RagmeshError, dict[str, str]]:
-    """The error an exception stands for and the headers its answer needs; logs what deserves it."""
+    """The error an exception stands for and the headers its answer needs; logs what deserves it,
+    and marks the request's server span with it."""
     error = as_ragmesh_error(exc)
+    mark_request_failed(error.code.value, error.message, server_fault=error.http_status >= 500)
     fields = {
         "code": error.code.value,
         "status": error.http_status,
@@ -190,6 +193,7 @@ async def send_error(
 ) -> None:
     """The same error answer as :func:`error_response`, sent from plain ASGI code (the /mcp mount,
     the host check); ``body`` replaces the standard one (the /mcp edge adds a JSON-RPC error)."""
+    mark_request_failed(error.code.value, error.message, server_fault=error.http_status >= 500)
     out = {"content-type": "application/json", **(headers or {})}
     if error.code is ErrorCode.UNAUTHENTICATED:
         out["www-authenticate"] = www_authenticate(

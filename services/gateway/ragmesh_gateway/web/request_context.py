@@ -13,7 +13,12 @@ import uuid
 from typing import Any
 
 from ragmesh_common import metrics
-from ragmesh_common.telemetry import REQUEST_ID_HEADER, request_id_var, well_formed_request_id
+from ragmesh_common.telemetry import (
+    REQUEST_ID_HEADER,
+    request_id_var,
+    settle_request_span,
+    well_formed_request_id,
+)
 
 log = logging.getLogger("ragmesh.gateway.http")
 
@@ -89,6 +94,8 @@ class RequestContextMiddleware:
                 ]
                 out.extend(_rate_limit_headers(scope, out))
                 message = {**message, "headers": [*out, (REQUEST_ID_HEADER.encode(), request_id.encode())]}
+                # The server span's instrumentation has just set its status from the status code.
+                settle_request_span()
             await send(message)
 
         try:
