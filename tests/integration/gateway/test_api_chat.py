@@ -175,3 +175,33 @@ async def test_exactly_one_terminal_event_over_a_real_socket(mesh: Mesh, mode: s
     names = [e for e, _ in events_only(parse_sse(response.text))]
     assert names[0] == "meta" and sum(n in ("done", "error") for n in names) == 1
     assert names[-1] in ("done", "error")
+
+
+async def test_the_question_is_query_as_in_search_and_question_is_its_alias(client: AsyncTestClient) -> None:
+    by_query = await client.post("/api/rag/v1/chat", json={"query": "q"})
+    by_alias = await client.post("/api/rag/v1/chat", json={"question": "q"})
+    both = await client.post(STREAM, json={"query": "q", "question": "q"})
+    neither = await client.post("/api/rag/v1/chat", json={"top_k": 2})
+    assert by_query.status_code == by_alias.status_code == 200
+    assert by_query.json()["answer"] == by_alias.json()["answer"] == "Grounded answer [S1]."
+    assert (both.status_code, both.json()["code"]) == (400, "INVALID_ARGUMENT")
+    assert "`query`" in both.json()["message"] and "`question`" in both.json()["message"]
+    assert (neither.status_code, neither.json()["code"]) == (400, "MALFORMED_BODY")
+
+
+async def test_citation_urls_are_absolute_on_the_request_origin(mesh: Mesh) -> None:
+    for chunk in mesh.retrieval.chunks:  # indexed without a url base: the gateway's source view
+        chunk.url = chunk.source_path.removesuffix(".md")
+    async with serve(create_app(mesh.settings())) as base_url:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+            search = (await http.post("/api/rag/v1/search", json={"query": "q", "top_k": 1})).json()
+            answer = (await http.post("/api/rag/v1/chat", json={"query": "q"})).json()
+            streamed = parse_sse((await http.post(STREAM, json={"query": "q"})).text)
+            read = (await http.post("/api/rag/v1/chunks/batch-get", json={"chunk_ids": [
+                search["results"][0]["chunk_id"]]})).json()
+    view = f"{base_url}/api/rag/v1/source/docs@1/guide/page6.md?lines=6-9#L6"
+    (sources,) = [data for event, data, _ in streamed if event == "sources"]
+    assert search["results"][0]["url"] == answer["sources"][0]["url"] == sources["sources"][0]["url"] == view
+    assert read["chunks"][0]["url"] == view
+    # The download path stays a path of this gateway, as its name says.
+    assert answer["sources"][0]["download_path"] == "/api/rag/v1/files/docs@1/guide/page6.md"

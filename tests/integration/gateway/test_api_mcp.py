@@ -124,3 +124,68 @@ async def test_dns_rebinding_protection_checks_host_and_origin(mesh: Mesh) -> No
             421,
             403,
         )
+
+
+def without_urls(mesh: Mesh) -> None:
+    """docs@1 as indexed without a url base: citations open the gateway's source view."""
+    for chunk in mesh.retrieval.chunks:
+        chunk.url = chunk.source_path.removesuffix(".md")
+
+
+async def test_every_tool_that_takes_a_question_calls_it_query_and_takes_question_as_its_alias(
+    mesh: Mesh,
+) -> None:
+    async with serve(create_app(mesh.settings())) as base_url:
+        async with Client(f"{base_url}/mcp") as client:
+            schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            by_query = await client.call_tool("answer_from_articles", {"query": "how do I start?"})
+            by_alias = await client.call_tool("answer_from_articles", {"question": "how do I start?"})
+            both = await client.call_tool("answer_from_articles", {"query": "a", "question": "b"})
+            neither = await client.call_tool("answer_from_articles", {"top_k": 2})
+    asking = {name for name, schema in schemas.items() if {"query", "question"} & set(schema["properties"])}
+    assert asking == {"search_articles", "answer_from_articles"}
+    assert all("query" in schemas[name]["properties"] for name in asking)
+    answer = schemas["answer_from_articles"]
+    assert answer["oneOf"] == [{"required": ["query"]}, {"required": ["question"]}]
+    assert "alias of query" in answer["properties"]["question"]["description"].lower()
+    assert by_query.structured_content["answer"] == by_alias.structured_content["answer"] == "Grounded answer [S1]."
+    assert [r.question for r in mesh.generation.requests] == ["how do I start?"] * 2
+    assert both.is_error and both.content[0].text.startswith("INVALID_ARGUMENT:")
+    assert "`query`" in both.content[0].text and "`question`" in both.content[0].text
+    assert neither.is_error and neither.content[0].text.startswith("MALFORMED_BODY:")
+    assert "`query`" in neither.content[0].text
+
+
+async def test_citation_urls_are_absolute_on_the_gateway_origin(mesh: Mesh) -> None:
+    without_urls(mesh)
+    async with serve(create_app(mesh.settings())) as base_url:
+        async with Client(f"{base_url}/mcp") as client:
+            search = await client.call_tool("search_articles", {"query": "start", "top_k": 1})
+            answer = await client.call_tool("answer_from_articles", {"query": "how?"})
+            read = await client.call_tool("get_article_chunks", {"chunk_ids": [chunk_id(3)]})
+    view = f"{base_url}/api/rag/v1/source/docs@1/guide/page"
+    assert search.structured_content["results"][0]["url"] == f"{view}6.md?lines=6-9#L6"
+    assert answer.structured_content["sources"][0]["url"] == f"{view}6.md?lines=6-9#L6"
+    assert read.structured_content["chunks"][0]["url"] == f"{view}3.md?lines=3-6#L3"
+
+
+async def test_a_configured_public_url_is_the_origin_of_citation_urls(mesh: Mesh) -> None:
+    without_urls(mesh)
+    settings = mesh.settings(public_url="https://rag.example.com")
+    async with serve(create_app(settings)) as base_url:
+        async with Client(f"{base_url}/mcp") as client:
+            search = await client.call_tool("search_articles", {"query": "start", "top_k": 1})
+    assert search.structured_content["results"][0]["url"].startswith(
+        "https://rag.example.com/api/rag/v1/source/docs@1/guide/page6.md?")
+
+
+async def test_an_answer_over_two_corpora_lists_both_index_versions(mesh: Mesh) -> None:
+    mesh.retrieval.chunks[0].corpus, mesh.retrieval.chunks[0].index_version = "api@2", "v7"
+    mesh.retrieval.corpora.append(type(mesh.retrieval.corpora[0])(
+        corpus="api@2", library="api", version="2", visibility="public", active_index_version="v7",
+        points=1, documents=1, state="active"))
+    async with serve(create_app(mesh.settings(corpora=["docs@1", "api@2"]))) as base_url:
+        async with Client(f"{base_url}/mcp") as client:
+            answer = await client.call_tool("answer_from_articles", {"question": "how?", "top_k": 6})
+    assert answer.structured_content["index_version"] is None
+    assert sorted(answer.structured_content["index_versions"]) == ["v1", "v7"]

@@ -2,7 +2,8 @@
 request building, response models and streaming parser), against a real uvicorn.
 
 The grounded answer is the same as /chat's: same search, generator, citation checks, ACL and
-limits. The text keeps its [S1] markers; the sources ride in the `ragmesh` extension field.
+limits. Each [S1] marker of the text is a Markdown link [S1](url) with a `url_citation` annotation
+over it (`message.annotations`, the SDK's own type); the sources ride in the `ragmesh` extension too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import pytest
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
+from openai.types.chat.chat_completion_message import Annotation
+
 from gateway_mesh import Mesh
 from loopback_server import serve
 from gateway_tokens import INTERNAL, bearer, schema, token_app, tokens, with_internal_corpus  # noqa: F401
@@ -23,6 +26,7 @@ from ragmesh_gateway.chat.service import REFUSAL_TEXT
 from test_chat_stream import ScriptedGeneration, done, generation, token  # noqa: F401 - fixture
 
 QUESTION = [{"role": "user", "content": "how do I start?"}]
+ANSWER = "Grounded answer [S1](https://docs.example/page6)."
 
 
 _OPEN: list[openai.AsyncOpenAI] = []
@@ -59,7 +63,7 @@ async def test_a_grounded_answer_with_its_sources(url: str, mesh: Mesh) -> None:
     completion = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
     choice = completion.choices[0]
     assert completion.object == "chat.completion" and completion.model == "ragmesh"
-    assert choice.message.role == "assistant" and choice.message.content == "Grounded answer [S1]."
+    assert choice.message.role == "assistant" and choice.message.content == ANSWER
     assert choice.finish_reason == "stop"
     assert completion.usage.completion_tokens > 0
     extension = completion.model_extra["ragmesh"]
@@ -79,7 +83,7 @@ async def test_the_stream_through_the_openai_parser(url: str) -> None:
     chunks = [chunk async for chunk in stream]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     finishing = [c for c in chunks if c.choices and c.choices[0].finish_reason]
-    assert text == "Grounded answer [S1]."
+    assert text == ANSWER
     assert chunks[0].choices[0].delta.role == "assistant"
     assert [c.choices[0].finish_reason for c in finishing] == ["stop"]
     # The sources come with the finishing chunk, after every piece of text they explain.
@@ -87,6 +91,83 @@ async def test_the_stream_through_the_openai_parser(url: str) -> None:
     assert [s["source_id"] for s in sources] == ["S1"]
     assert chunks[-1].usage is not None and chunks[-1].choices == []
     assert len({c.id for c in chunks}) == 1 and {c.object for c in chunks} == {"chat.completion.chunk"}
+
+
+@pytest.fixture
+def viewable(mesh: Mesh, tmp_path) -> dict:
+    """docs@1 as a corpus indexed without a url base: its chunks carry no url of their own, so each
+    citation opens the gateway's source view of the file (under tmp_path) at the cited lines."""
+    root = tmp_path / "docs"
+    (root / "guide").mkdir(parents=True)
+    for chunk in mesh.retrieval.chunks:
+        (root / chunk.source_path).write_text("".join(f"line {i}\n" for i in range(1, 13)), encoding="utf-8")
+        chunk.url = chunk.source_path.removesuffix(".md")
+    return {"corpus_roots": {"docs@1": str(root)}}
+
+
+def view_of(url: str, page: int) -> str:
+    return f"{url}/api/rag/v1/source/docs@1/guide/page{page}.md?lines={page}-{page + 3}#L{page}"
+
+
+def assert_links(content: str, annotations: list[dict]) -> None:
+    """Each annotation is inside the content and spans exactly the link it describes."""
+    for annotation in annotations:
+        cited = annotation["url_citation"]
+        assert annotation["type"] == "url_citation"
+        assert 0 <= cited["start_index"] < cited["end_index"] <= len(content)
+        link = content[cited["start_index"]:cited["end_index"]]
+        assert link.startswith("[S") and link.endswith(f"]({cited['url']})"), (link, cited)
+
+
+async def test_citations_are_url_citation_annotations_whose_urls_open_the_cited_lines(
+    mesh: Mesh, viewable: dict
+) -> None:
+    async with serve(create_app(mesh.settings(**viewable))) as url:
+        completion = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+        message = completion.choices[0].message
+        (annotation,) = message.annotations
+        async with httpx.AsyncClient(timeout=10) as http:
+            page = await http.get(annotation.url_citation.url)
+    view = view_of(url, 6)
+    assert isinstance(annotation, Annotation) and annotation.type == "url_citation"
+    assert (annotation.url_citation.url, annotation.url_citation.title) == (view, "Page 6")
+    assert message.content == f"Grounded answer [S1]({view})."
+    assert_links(message.content, [annotation.model_dump()])
+    assert completion.model_extra["ragmesh"]["sources"][0]["url"] == view
+    assert page.status_code == 200 and page.text.count('class="line cited"') == 4
+
+
+async def test_the_stream_sends_each_verified_piece_with_the_annotations_of_its_links(
+    mesh: Mesh, viewable: dict, generation
+) -> None:
+    double, address = generation
+    pieces = ["Jobs retry three times [S1]. ", "The queue is durable [S2, S1].", " It is in [S"]
+    answer = "".join(pieces) + "3]."
+    double.script = [*map(token, pieces), 0.05, token("3]."),
+                     done(answer_status="answered", model="scripted", finish_reason="stop", answer=answer)]
+    async with serve(create_app(mesh.settings(generation_addr=address, **viewable))) as url:
+        client = client_for(url)
+        stream = await client.chat.completions.create(model="ragmesh", messages=QUESTION, stream=True)
+        chunks = [chunk async for chunk in stream]
+        # The SDK's stream helper gathers the streamed annotations into the message, typed.
+        async with client.chat.completions.stream(model="ragmesh", messages=QUESTION) as helper:
+            final = await helper.get_final_completion()
+    content_chunks = [c.choices[0].delta for c in chunks if c.choices and c.choices[0].delta.content]
+    content = "".join(delta.content for delta in content_chunks)
+    streamed = [a for delta in content_chunks for a in (delta.model_extra or {}).get("annotations", [])]
+    # One chunk per piece the generator released, as it came; a marker cut by the stream waited for its end.
+    assert [d.content for d in content_chunks] == [
+        f"Jobs retry three times [S1]({view_of(url, 6)}). ",
+        f"The queue is durable [S2]({view_of(url, 5)}), [S1]({view_of(url, 6)}).",
+        " It is in ",
+        f"[S3]({view_of(url, 4)}).",
+    ]
+    assert [a["index"] for a in streamed] == [0, 1, 2, 3]
+    assert_links(content, streamed)
+    assert [a["url_citation"]["title"] for a in streamed] == ["Page 6", "Page 5", "Page 6", "Page 4"]
+    message = final.choices[0].message
+    assert message.content == content
+    assert [a.url_citation.model_dump() for a in message.annotations] == [a["url_citation"] for a in streamed]
 
 
 async def test_a_corpus_model_searches_that_corpus_only(url: str, mesh: Mesh) -> None:
@@ -99,12 +180,16 @@ async def test_earlier_turns_are_the_conversation_history(url: str, mesh: Mesh) 
         {"role": "system", "content": "You are a helpful assistant."},
         {"role": "user", "content": "What is the scheduler?"},
         {"role": "assistant", "content": "It runs jobs [S1]."},
+        {"role": "user", "content": "And its queue?"},
+        # An earlier answer of this route, as a client sends it back: its citations are links.
+        {"role": "assistant", "content": "It holds jobs [S2](http://127.0.0.1:8080/api/rag/v1/source/d/q.md#L1)."},
         {"role": "user", "content": "How do I configure it?"},
     ]
     await client_for(url).chat.completions.create(model="ragmesh", messages=messages)
     sent = mesh.generation.requests[-1]
     assert [(t.role, t.content) for t in sent.history] == [
-        ("user", "What is the scheduler?"), ("assistant", "It runs jobs.")]
+        ("user", "What is the scheduler?"), ("assistant", "It runs jobs."),
+        ("user", "And its queue?"), ("assistant", "It holds jobs.")]
 
 
 async def test_no_evidence_is_an_ordinary_message_that_says_so(mesh: Mesh) -> None:
@@ -187,7 +272,7 @@ async def test_sampling_options_that_change_nothing_are_accepted(url: str) -> No
         model="ragmesh", messages=QUESTION, temperature=0.2, top_p=0.9, seed=7, user="u-1",
         presence_penalty=0.0, frequency_penalty=0.0, max_completion_tokens=200, stop=None, tool_choice="none",
     )
-    assert completion.choices[0].message.content == "Grounded answer [S1]."
+    assert completion.choices[0].message.content == ANSWER
 
 
 async def test_an_unknown_model_is_model_not_found(url: str) -> None:

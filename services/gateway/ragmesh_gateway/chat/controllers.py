@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from litestar import Controller, post
+from litestar import Controller, Request, post
 from litestar.openapi import ResponseSpec
 from litestar.response import ServerSentEvent
 
@@ -10,6 +10,7 @@ from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RouteClass
 from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.citations import public_origin
 from ragmesh_gateway.chat.presenters import answer_response, chat_params
 from ragmesh_gateway.chat.schemas import (
     AnswerResponse,
@@ -57,11 +58,13 @@ class ChatController(Controller):
         },
     )
     async def stream(
-        self, data: ChatRequest, caller: Caller, chat: ChatService, settings: GatewaySettings
+        self, data: ChatRequest, caller: Caller, chat: ChatService, settings: GatewaySettings,
+        request: Request,
     ) -> ServerSentEvent:
         session = await chat.open(chat_params(data), caller)
         return ServerSentEvent(
-            sse_messages(session, request_id_var.get(), settings.heartbeat_s),
+            sse_messages(session, request_id_var.get(), settings.heartbeat_s,
+                         public_origin(settings.public_url, request.scope)),
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
@@ -74,6 +77,8 @@ class ChatController(Controller):
         "after part of the answer comes back in `error`.",
         responses=error_responses(400, 401, 404, 413, 415, 429, 503, 504),
     )
-    async def answer(self, data: ChatRequest, caller: Caller, chat: ChatService) -> AnswerResponse:
+    async def answer(self, data: ChatRequest, caller: Caller, chat: ChatService, request: Request,
+                     settings: GatewaySettings) -> AnswerResponse:
         collected = await chat.answer(chat_params(data), caller)
-        return answer_response(collected, request_id_var.get())
+        origin = public_origin(settings.public_url, request.scope)
+        return answer_response(collected, request_id_var.get(), origin)

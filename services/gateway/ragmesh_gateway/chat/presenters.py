@@ -21,8 +21,9 @@ from ragmesh_gateway.search.service import GuardReport, RankedSource
 
 
 def chat_params(request: ChatRequest) -> ChatParams:
+    assert isinstance(request.query, str)  # ChatRequest.__post_init__: query, or its alias question
     return ChatParams(
-        question=request.question,
+        question=request.query,
         top_k=request.top_k,
         filters=filters_from(request.filters),
         session_id=request.session_id,
@@ -50,14 +51,14 @@ def cited_security(cited: list[RankedSource]) -> SecuritySummary:
 
 
 def event_payload(
-    event: AnswerEvent, session: ChatSession, request_id: str
+    event: AnswerEvent, session: ChatSession, request_id: str, origin: str = ""
 ) -> tuple[str, ChatToken | ChatSources | ChatDone | ChatError]:
     """(SSE event name, payload)."""
     if isinstance(event, AnswerToken):
         return "token", ChatToken(text=event.text)
     if isinstance(event, AnswerSources):
         return "sources", ChatSources(
-            sources=[search_hit(s) for s in event.sources],
+            sources=[search_hit(s, origin) for s in event.sources],
             security=cited_security(event.sources),
             basis=event.basis,  # type: ignore[arg-type]
         )
@@ -85,7 +86,7 @@ def chat_error(event: AnswerFailed, request_id: str) -> ChatError:
     return ChatError(**_values(event, _ERROR_FIELDS), request_id=request_id)
 
 
-def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerResponse:
+def answer_response(collected: CollectedAnswer, request_id: str, origin: str = "") -> AnswerResponse:
     outcome = collected.outcome
     terminal = collected.terminal
     versions = outcome.index_versions
@@ -102,7 +103,7 @@ def answer_response(collected: CollectedAnswer, request_id: str) -> AnswerRespon
         index_version=single_version(versions),
         index_versions=versions,
         session_id=collected.session_id,
-        sources=[search_hit(s) for s in collected.cited],
+        sources=[search_hit(s, origin) for s in collected.cited],
         security=cited_security(collected.cited),
         error=chat_error(failed, request_id) if failed else None,
         sources_basis=collected.sources_basis,  # type: ignore[arg-type]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from ragmesh_common.answer_defaults import ANSWER_SOURCES
+from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.text_safety import NON_BLANK_TEXT_PATTERN
 
 from ragmesh_gateway.search.schemas import (
@@ -22,11 +23,21 @@ SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SourcesBasis = Literal["cited", "retrieved"]
 
 
-class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Answer a question from the indexed documents, citing them."""
+_QUESTION_TEXT = {"min_length": 1, "max_length": QUERY_MAX_CHARS, "pattern": NON_BLANK_TEXT_PATTERN}
+_QUERY = Annotated[str, Meta(**_QUESTION_TEXT, description="The question (not blank).")]
+_ALIAS = Annotated[str, Meta(**_QUESTION_TEXT, description="Alias of query: send one of the two.")]
 
-    question: Annotated[str, Meta(min_length=1, max_length=QUERY_MAX_CHARS, pattern=NON_BLANK_TEXT_PATTERN,
-                                  description="The question (not blank).")]
+
+class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Answer a question from the indexed documents, citing them. The question is ``query``, as in
+    search; ``question`` is its alias (the name this body used first): send exactly one of them."""
+
+    # Exactly one of these fields is required: the JSON Schema of the body says so (``oneOf``, added
+    # by the OpenAPI plugin and the MCP tool schema), ``__post_init__`` enforces it.
+    __required_one_of__: ClassVar[tuple[str, ...]] = ("query", "question")
+
+    query: _QUERY | UnsetType = UNSET
+    question: _ALIAS | UnsetType = UNSET
     top_k: (
         Annotated[int, Meta(ge=1, le=TOP_K_MAX, description=f"Sources to ground on (default {ANSWER_SOURCES}).")] | None
     ) = None
@@ -43,6 +54,18 @@ class ChatRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         | None
     ) = None
     max_tokens: Annotated[int, Meta(ge=1, le=4096, description="Answer length cap.")] | None = None
+
+    def __post_init__(self) -> None:
+        # A RagmeshError passes through msgspec's decoding as it is: the REST body and the MCP tool
+        # arguments are refused with the same code and message.
+        if self.query is not UNSET and self.question is not UNSET:
+            raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "both `query` and `question` were given: they are "
+                               "the same argument (question is an alias of query), send one", {"path": "$"})
+        if self.query is UNSET:
+            if self.question is UNSET:
+                missing = "Object missing required field `query` (or its alias `question`)"
+                raise RagmeshError(ErrorCode.MALFORMED_BODY, missing, {"path": "$"})
+            self.query = self.question
 
 
 class ChatMeta(msgspec.Struct, kw_only=True):

@@ -60,12 +60,12 @@ def _message(event: str, payload: msgspec.Struct) -> ServerSentEventMessage:
 
 
 async def sse_messages(
-    session: ChatSession, request_id: str, heartbeat_s: float
+    session: ChatSession, request_id: str, heartbeat_s: float, origin: str = ""
 ) -> AsyncIterator[ServerSentEventMessage]:
     yield _message("meta", chat_meta(session, request_id))
     async for item in with_heartbeat(session.events, heartbeat_s):
         if isinstance(item, Heartbeat):
             yield ServerSentEventMessage(comment="ping", data=None)
             continue
-        name, payload = event_payload(item, session, request_id)
+        name, payload = event_payload(item, session, request_id, origin)
         yield _message(name, payload)

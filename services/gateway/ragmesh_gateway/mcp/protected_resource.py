@@ -14,6 +14,7 @@ from litestar import Controller, Request, get
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_gateway.access.tokens import Scope
+from ragmesh_gateway.citations import public_origin
 from ragmesh_gateway.settings import GatewaySettings
 from ragmesh_gateway.web.errors import error_responses
 
@@ -32,10 +33,7 @@ class ProtectedResourceMetadata(msgspec.Struct, kw_only=True):
 
 def public_base(settings: GatewaySettings, scope: Any) -> str:
     """The URL clients reach this gateway at: RAGMESH_PUBLIC_URL, else what the request shows."""
-    if settings.public_url:
-        return settings.public_url
-    host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), settings.host)
-    return f"{scope.get('scheme', 'http')}://{host}"
+    return public_origin(settings.public_url, scope) or f"{scope.get('scheme', 'http')}://{settings.host}"
 
 
 def metadata_url(settings: GatewaySettings, scope: Any) -> str:

@@ -22,6 +22,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import request_id_var
 
 from ragmesh_gateway.access.ports import Caller, RequestInfo
+from ragmesh_gateway.citations import public_origin
 from ragmesh_gateway.mcp.jsonrpc import as_mcp_error
 from ragmesh_gateway.mcp.resources import BadResourceUri, CorpusFiles
 from ragmesh_gateway.mcp.services import McpServices
@@ -85,8 +86,9 @@ class RagmeshMcp:
         async def caller() -> Caller:
             return await self._caller(ctx)
 
+        origin = public_origin(self._services.settings.public_url, getattr(ctx.request, "scope", None))
         try:
-            return await tool.call(dict(params.arguments or {}), caller)
+            return await tool.call(dict(params.arguments or {}), caller, origin)
         except Exception:
             log.exception("tool crashed", extra={"fields": {"tool": tool.name}})
             raise MCPError(code=types.INTERNAL_ERROR, message="Internal error") from None

@@ -21,19 +21,23 @@ from ragmesh_common.errors import RagmeshError
 from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.web.body import convert_arguments
 
-# (decoded arguments, the caller's lazy admission) -> the REST response Struct.
-Handler = Callable[[Any, "CallerSource"], Awaitable[msgspec.Struct]]
+# (decoded arguments, the caller's lazy admission, the gateway's public origin for citation urls:
+# "" when unknown) -> the REST response Struct.
+Handler = Callable[[Any, "CallerSource", str], Awaitable[msgspec.Struct]]
 CallerSource = Callable[[], Awaitable[Caller]]
 
 
 def struct_schema(type_: type[msgspec.Struct]) -> dict[str, Any]:
-    """msgspec's JSON Schema with the root ``$ref`` inlined (MCP wants ``type: object`` at the root)."""
+    """msgspec's JSON Schema with the root ``$ref`` inlined (MCP wants ``type: object`` at the root),
+    and ``oneOf`` required fields where the Struct declares ``__required_one_of__`` (an alias)."""
     schema = msgspec.json.schema(type_)
     ref = schema.get("$ref")
     if not isinstance(ref, str):
         return schema
     definitions = schema.get("$defs", {})
     root = dict(definitions[ref.rsplit("/", 1)[-1]])
+    if one_of := getattr(type_, "__required_one_of__", ()):
+        root["oneOf"] = [{"required": [name]} for name in one_of]
     # Nested structs still point into $defs; keep it whole so every $ref resolves.
     root["$defs"] = definitions
     return root
@@ -65,9 +69,10 @@ class StructTool:
             ),
         )
 
-    async def call(self, arguments: dict[str, Any], caller: CallerSource) -> types.CallToolResult:
+    async def call(self, arguments: dict[str, Any], caller: CallerSource,
+                   origin: str = "") -> types.CallToolResult:
         try:
-            result = await self.handler(convert_arguments(arguments, self.input_type), caller)
+            result = await self.handler(convert_arguments(arguments, self.input_type), caller, origin)
         except RagmeshError as exc:
             return tool_error(f"{exc.code.value}: {exc.message}")
         structured = msgspec.to_builtins(result)

@@ -40,12 +40,14 @@ class ToolCalls:
     def __init__(self, services: McpServices) -> None:
         self._services = services
 
-    async def search_articles(self, params: SearchRequest, caller: CallerSource) -> SearchResponse:
+    async def search_articles(self, params: SearchRequest, caller: CallerSource,
+                              origin: str) -> SearchResponse:
         who = await _with_scope(caller, Scope.SEARCH)
         outcome = await self._services.search.search(search_params(params), who)
-        return search_response(outcome, request_id_var.get())
+        return search_response(outcome, request_id_var.get(), origin)
 
-    async def get_article_chunks(self, params: BatchGetRequest, caller: CallerSource) -> BatchGetResponse:
+    async def get_article_chunks(self, params: BatchGetRequest, caller: CallerSource,
+                                 origin: str) -> BatchGetResponse:
         who = await _with_scope(caller, Scope.READ)
         read = await self._services.search.read_chunks(
             params.chunk_ids,
@@ -53,18 +55,21 @@ class ToolCalls:
             include_content=params.include_content,
             caller=who,
         )
-        return batch_get_response(read, request_id_var.get(), params.index_version)
+        return batch_get_response(read, request_id_var.get(), params.index_version, origin)
 
-    async def answer_from_articles(self, params: ChatRequest, caller: CallerSource) -> AnswerResponse:
+    async def answer_from_articles(self, params: ChatRequest, caller: CallerSource,
+                                   origin: str) -> AnswerResponse:
         who = await _with_scope(caller, Scope.ANSWER)
         collected = await self._services.chat.answer(chat_params(params), who)
-        return answer_response(collected, request_id_var.get())
+        return answer_response(collected, request_id_var.get(), origin)
 
-    async def list_corpora(self, params: ListCorporaRequest, caller: CallerSource) -> CorporaResponse:
+    async def list_corpora(self, params: ListCorporaRequest, caller: CallerSource,
+                           origin: str) -> CorporaResponse:
         who = await _with_scope(caller, Scope.READ)
         return corpora_response(await self._services.corpora.list_corpora(who), request_id_var.get())
 
-    async def knowledge_base_stats(self, params: StatsRequest, caller: CallerSource) -> StatsResponse:
+    async def knowledge_base_stats(self, params: StatsRequest, caller: CallerSource,
+                                   origin: str) -> StatsResponse:
         who = await _with_scope(caller, Scope.READ)
         return stats_response(await self._services.corpora.stats(who), request_id_var.get())
 
@@ -83,8 +88,9 @@ DESCRIPTIONS: dict[str, str] = {
     "url, quote and source_lines." + UNTRUSTED,
     "get_article_chunks": "Read chunks by chunk_id, pinned to the index_version a search returned; "
     "include_content adds the surrounding section." + UNTRUSTED,
-    "answer_from_articles": "A grounded answer to a question, citing sources as [S1], [S2]; status 'error' "
-    "with error.code when generation failed." + UNTRUSTED,
+    "answer_from_articles": "A grounded answer to a question (query, as in search_articles; question is "
+    "accepted as its alias), citing sources as [S1], [S2]; status 'error' with error.code when generation "
+    "failed." + UNTRUSTED,
     "list_corpora": "The corpora (library@version) you may search, with their active index version.",
     "knowledge_base_stats": "Counts of corpora, documents and chunks, and the embedding model in use.",
 }

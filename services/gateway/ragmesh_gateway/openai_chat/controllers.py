@@ -6,7 +6,7 @@ as their API key), scopes, corpus ACL and rate limits as /chat; errors in OpenAI
 
 from __future__ import annotations
 
-from litestar import Controller, get, post
+from litestar import Controller, Request, get, post
 from litestar.openapi import ResponseSpec
 from litestar.response import ServerSentEvent
 
@@ -15,6 +15,7 @@ from ragmesh_common.telemetry import request_id_var
 from ragmesh_gateway.access.ports import Caller, RouteClass
 from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.chat.service import ChatService
+from ragmesh_gateway.citations import public_origin
 from ragmesh_gateway.openai_chat.presenters import chunks, completion
 from ragmesh_gateway.openai_chat.schemas import (
     ChatCompletion,
@@ -28,9 +29,12 @@ from ragmesh_gateway.openai_chat.service import OpenAiChatService, model_not_fou
 from ragmesh_gateway.settings import GatewaySettings
 
 COMPLETIONS_DESCRIPTION = """OpenAI's Chat Completions API over ragmesh's grounded chat. The answer to the last
-user message cites its sources as [S1], [S2]; the `ragmesh` field lists them (quote, url, source_lines,
-index_version). `stream: true` sends `chat.completion.chunk` events, the finishing chunk with `ragmesh`,
-then `data: [DONE]`; a failure after the stream started is a `data: {"error": ...}` event. Refusals and
+user message cites its sources as Markdown links [S1](url), each with a `url_citation` annotation in
+`message.annotations` (absolute url, title, start_index/end_index of the link in the content); the
+`ragmesh` field lists the sources (quote, url, source_lines, index_versions). `stream: true` sends
+`chat.completion.chunk` events, one per verified piece of the answer with its annotations in
+`delta.annotations` (each with its `index`), the finishing chunk with `ragmesh`, then `data: [DONE]`;
+a failure after the stream started is a `data: {"error": ...}` event. Refusals and
 withheld answers are ordinary assistant messages that say so. n > 1, tools, images and other options a
 grounded answer cannot honour are 400 with their `param`; sampling options are accepted and change nothing."""
 
@@ -82,13 +86,15 @@ class OpenAiController(Controller):
         openai_chat: OpenAiChatService,
         chat: ChatService,
         settings: GatewaySettings,
+        request: Request,
     ) -> ChatCompletion | ServerSentEvent:
         plan = openai_chat.plan(data, caller)
         request_id = request_id_var.get()
+        origin = public_origin(settings.public_url, request.scope)
         if not plan.stream:
-            return completion(plan, await chat.answer(plan.params, caller), request_id)
+            return completion(plan, await chat.answer(plan.params, caller), request_id, origin)
         session = await openai_chat.open(plan, caller)
         return ServerSentEvent(
-            chunks(plan, session, request_id, settings.heartbeat_s),
+            chunks(plan, session, request_id, settings.heartbeat_s, origin),
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

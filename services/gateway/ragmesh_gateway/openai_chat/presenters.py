@@ -1,8 +1,10 @@
 """Chat answers as OpenAI objects: the completion, the stream of chunks, and the error body.
 
-The text keeps its [S1] markers; the ``ragmesh`` field says what they point at. A refusal is the
-refusal sentence, and a withheld answer (it could not be verified) an assistant message saying so,
-followed by where to look: ordinary messages that every chat UI shows as they are.
+Each [S1] marker of the text is a Markdown link to its source, with a ``url_citation`` annotation
+over it (``openai_chat.annotations``); the ``ragmesh`` field says what the answer rests on. A
+refusal is the refusal sentence, and a withheld answer (it could not be verified) an assistant
+message saying so, followed by where to look: ordinary messages that every chat UI shows as they
+are. Citation urls are absolute on the gateway's public origin (``citations.public_origin``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from ragmesh_gateway.chat.ports import AnswerDone, AnswerFailed, AnswerSources, 
 from ragmesh_gateway.chat.presenters import cited_security
 from ragmesh_gateway.chat.service import ChatSession, CollectedAnswer
 from ragmesh_gateway.chat.sse import Heartbeat, with_heartbeat
+from ragmesh_gateway.citations import citation_url
+from ragmesh_gateway.openai_chat.annotations import CitationLinker, CitedText, SourceLookup, render_whole
 from ragmesh_gateway.openai_chat.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -27,6 +31,7 @@ from ragmesh_gateway.openai_chat.schemas import (
     Choice,
     ChunkChoice,
     Delta,
+    DeltaAnnotation,
     OpenAiError,
     OpenAiErrorDetail,
     RagmeshExtension,
@@ -43,24 +48,35 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]+)`")
 
 
-def withheld_text(sources: list[RankedSource]) -> str:
+def source_lookup(outcome: SearchOutcome, origin: str) -> SourceLookup:
+    """Source id -> (title, absolute url), over every source the generator was given."""
+    by_id = {s.source_id: s.chunk for s in outcome.sources}
+
+    def lookup(source_id: str) -> tuple[str, str] | None:
+        chunk = by_id.get(source_id)
+        return None if chunk is None else (chunk.title or chunk.source_path, citation_url(chunk, origin))
+
+    return lookup
+
+
+def withheld_text(sources: list[RankedSource], origin: str) -> str:
     lines = ["The answer was withheld: it could not be verified against the indexed documents."]
     if sources:
         lines.append("These passages were found and may answer the question:")
         for source in sources:
             chunk = source.chunk
             where = f" (lines {chunk.line_start}-{chunk.line_end})" if chunk.line_start > 0 else ""
-            lines.append(f"- [{source.source_id}] {chunk.title}: {chunk.url}{where}")
+            lines.append(f"- [{source.source_id}] {chunk.title}: {citation_url(chunk, origin)}{where}")
     return "\n".join(lines)
 
 
 def extension(outcome: SearchOutcome, request_id: str, sources: list[RankedSource], basis: str,
-              done: AnswerDone | None, degraded: list[str]) -> RagmeshExtension:
+              done: AnswerDone | None, degraded: list[str], origin: str) -> RagmeshExtension:
     return RagmeshExtension(
         request_id=request_id,
         answer_status=done.answer_status if done else "",
         finish_reason=done.finish_reason if done else "error",
-        sources=[search_hit(s) for s in sources],
+        sources=[search_hit(s, origin) for s in sources],
         sources_basis=basis,  # type: ignore[arg-type]
         security=cited_security(sources),
         index_version=single_version(outcome.index_versions),
@@ -79,21 +95,27 @@ def failure(terminal: AnswerFailed) -> RagmeshError:
     return RagmeshError(ErrorCode(code), terminal.message, {"degraded": list(terminal.degraded)})
 
 
-def completion(plan: CompletionPlan, collected: CollectedAnswer, request_id: str) -> ChatCompletion:
+def completion(plan: CompletionPlan, collected: CollectedAnswer, request_id: str,
+               origin: str) -> ChatCompletion:
     terminal = collected.terminal
     if not isinstance(terminal, AnswerDone):  # generation failed: an OpenAI error answer, not a message
         raise failure(terminal) if isinstance(terminal, AnswerFailed) else RagmeshError(ErrorCode.INTERNAL,
                                                                                          "internal error")
-    text = withheld_text(collected.cited) if terminal.answer_status == WITHHELD else collected.answer
+    if terminal.answer_status == WITHHELD:
+        text, annotations = withheld_text(collected.cited, origin), []
+    else:
+        cited = render_whole(collected.answer, source_lookup(collected.outcome, origin))
+        text, annotations = cited.text, cited.annotations
+    message = AssistantMessage(content=text, annotations=annotations)
     return ChatCompletion(
         id=f"chatcmpl-{request_id}",
         created=int(time.time()),
         model=plan.model,
-        choices=[Choice(message=AssistantMessage(content=text), finish_reason=finish_reason(terminal))],  # type: ignore[arg-type]
+        choices=[Choice(message=message, finish_reason=finish_reason(terminal))],  # type: ignore[arg-type]
         usage=Usage(prompt_tokens=plan.prompt_words, completion_tokens=words(text),
                     total_tokens=plan.prompt_words + words(text)),
         ragmesh=extension(collected.outcome, request_id, collected.cited, collected.sources_basis, terminal,
-                          list(terminal.degraded)),
+                          list(terminal.degraded), origin),
     )
 
 
@@ -101,28 +123,44 @@ def _data(payload: msgspec.Struct) -> ServerSentEventMessage:
     return ServerSentEventMessage(data=msgspec.json.encode(payload).decode())
 
 
+def _content_chunk(head: dict, linker: CitationLinker, cited: CitedText) -> ChatCompletionChunk:
+    first = linker.annotations_so_far - len(cited.annotations)
+    annotations = [DeltaAnnotation(index=first + i, url_citation=a.url_citation)
+                   for i, a in enumerate(cited.annotations)]
+    delta = Delta(content=cited.text, annotations=annotations or msgspec.UNSET)
+    return ChatCompletionChunk(**head, choices=[ChunkChoice(delta=delta)])
+
+
 async def chunks(plan: CompletionPlan, session: ChatSession, request_id: str,
-                 heartbeat_s: float) -> AsyncIterator[ServerSentEventMessage]:
-    """The ``chat.completion.chunk`` events: the role, one per piece of text, the finishing chunk
-    (with ``ragmesh``), the usage chunk when asked for, then ``[DONE]``; ``: ping`` while waiting."""
+                 heartbeat_s: float, origin: str) -> AsyncIterator[ServerSentEventMessage]:
+    """The ``chat.completion.chunk`` events: the role, one per verified piece of text as the
+    generator releases it (its citations as links, their annotations beside them), the finishing
+    chunk (with ``ragmesh``), the usage chunk when asked for, then ``[DONE]``; ``: ping`` while
+    waiting."""
     head = {"id": f"chatcmpl-{request_id}", "created": int(time.time()), "model": plan.model}
     yield _data(ChatCompletionChunk(**head, choices=[ChunkChoice(delta=Delta(role="assistant", content=""))]))
+    linker = CitationLinker(source_lookup(session.outcome, origin))
     sent: list[str] = []
     sources, basis = [], "cited"
     async for event in with_heartbeat(session.events, heartbeat_s):
         if isinstance(event, Heartbeat):
             yield ServerSentEventMessage(comment="ping", data=None)
         elif isinstance(event, AnswerToken):
-            sent.append(event.text)
-            yield _data(ChatCompletionChunk(**head, choices=[ChunkChoice(delta=Delta(content=event.text))]))
+            cited = linker.feed(event.text)
+            if cited.text:
+                sent.append(cited.text)
+                yield _data(_content_chunk(head, linker, cited))
         elif isinstance(event, AnswerSources):
             sources, basis = event.sources, event.basis
+            if held := linker.finish().text:  # a marker the generator never closed: plain text
+                sent.append(held)
+                yield _data(ChatCompletionChunk(**head, choices=[ChunkChoice(delta=Delta(content=held))]))
         elif isinstance(event, AnswerDone):
             if event.answer_status == WITHHELD:
-                notice = ("\n\n" if sent else "") + withheld_text(sources)
+                notice = ("\n\n" if sent else "") + withheld_text(sources, origin)
                 sent.append(notice)
                 yield _data(ChatCompletionChunk(**head, choices=[ChunkChoice(delta=Delta(content=notice))]))
-            ext = extension(session.outcome, request_id, sources, basis, event, list(event.degraded))
+            ext = extension(session.outcome, request_id, sources, basis, event, list(event.degraded), origin)
             yield _data(ChatCompletionChunk(
                 **head, choices=[ChunkChoice(delta=Delta(), finish_reason=finish_reason(event))],  # type: ignore[arg-type]
                 ragmesh=ext))

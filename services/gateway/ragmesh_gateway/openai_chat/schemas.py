@@ -87,8 +87,8 @@ class ChatCompletionRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=
 
 class RagmeshExtension(msgspec.Struct, kw_only=True):
     """Not part of OpenAI's schema: what the answer rests on. ``sources`` are the sources the answer
-    cites ([S1] in the text is ``source_id`` S1), or, when nothing was answered, the retrieval
-    results with ``sources_basis: "retrieved"``."""
+    cites (the link [S1](url) in the text is ``source_id`` S1), or, when nothing was answered, the
+    retrieval results with ``sources_basis: "retrieved"``."""
 
     request_id: str
     answer_status: Annotated[str, Meta(description="answered, insufficient_evidence or withheld.")]
@@ -102,10 +102,37 @@ class RagmeshExtension(msgspec.Struct, kw_only=True):
     hint: str | None = None
 
 
+class UrlCitation(msgspec.Struct, kw_only=True):
+    """Where one link of the content points. Offsets count characters (Unicode code points) from
+    the start of the whole content; ``end_index`` is exclusive: content[start_index:end_index] is
+    the link ``[S1](url)``."""
+
+    url: Annotated[str, Meta(description="Absolute url of the cited source (its lines are marked).")]
+    title: str
+    start_index: Annotated[int, Meta(ge=0)]
+    end_index: Annotated[int, Meta(ge=1)]
+
+
+class Annotation(msgspec.Struct, kw_only=True):
+    """OpenAI's ``url_citation`` annotation (``ChatCompletionMessage.annotations``)."""
+
+    type: Literal["url_citation"] = "url_citation"
+    url_citation: UrlCitation
+
+
+class DeltaAnnotation(Annotation, kw_only=True):
+    """An annotation sent in a stream chunk, beside the content it indexes. ``index`` is its place
+    in the message's annotations, which lets the SDKs' stream helpers gather them into
+    ``message.annotations``; offsets count from the start of the whole streamed content."""
+
+    index: int
+
+
 class AssistantMessage(msgspec.Struct, kw_only=True):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: Annotated[str, Meta(description="The answer; each citation a Markdown link [S1](url).")]
     refusal: None = None
+    annotations: list[Annotation] = []
 
 
 class Choice(msgspec.Struct, kw_only=True):
@@ -137,6 +164,8 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
 class Delta(msgspec.Struct, kw_only=True):
     role: Literal["assistant"] | msgspec.UnsetType = msgspec.UNSET
     content: str | msgspec.UnsetType = msgspec.UNSET
+    # Not in the SDKs' ChoiceDelta type: they keep it as an extra field (delta.model_extra).
+    annotations: list[DeltaAnnotation] | msgspec.UnsetType = msgspec.UNSET
 
 
 class ChunkChoice(msgspec.Struct, kw_only=True):

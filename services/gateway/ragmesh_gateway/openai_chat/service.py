@@ -15,6 +15,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.chat.conversation import without_citation_markers
 from ragmesh_gateway.chat.service import ChatParams, ChatService, ChatSession
+from ragmesh_gateway.openai_chat.annotations import markers_of_links
 from ragmesh_gateway.openai_chat.schemas import ChatCompletionRequest, ChatMessage
 from ragmesh_gateway.search.models import Filters
 from ragmesh_gateway.search.schemas import QUERY_MAX_CHARS
@@ -136,8 +137,9 @@ class OpenAiChatService:
             raise invalid("the question is empty", "messages", ErrorCode.QUERY_EMPTY)
         if len(question) > QUERY_MAX_CHARS:
             raise invalid(f"the question is over {QUERY_MAX_CHARS} characters", "messages", ErrorCode.QUERY_TOO_LONG)
-        history = [Turn(t.role, without_citation_markers(t.content) if t.role == "assistant" else t.content.strip())
-                   for t in turns[:-1]]
+        # An earlier answer comes back with its citations as links [S1](url): they named *its* sources.
+        history = [Turn(t.role, without_citation_markers(markers_of_links(t.content)) if t.role == "assistant"
+                        else t.content.strip()) for t in turns[:-1]]
         return question, [t for t in history if t.content][-self._max_history_turns:]
 
     async def open(self, plan: CompletionPlan, caller: Caller) -> ChatSession:

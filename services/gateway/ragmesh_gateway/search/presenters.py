@@ -51,13 +51,14 @@ def filters_from(dto: SearchFilters | None) -> Filters:
 _SHOWN_AS_IS = tuple(name for name in ArticleChunk.__struct_fields__ if name in CHUNK_FIELDS)
 
 
-def _chunk_fields(chunk: Chunk, guard_rules: tuple[str, ...]) -> dict:
-    """A Chunk as ArticleChunk's fields: those it shares by name, then the ones it shows otherwise."""
+def _chunk_fields(chunk: Chunk, guard_rules: tuple[str, ...], origin: str) -> dict:
+    """A Chunk as ArticleChunk's fields: those it shares by name, then the ones it shows otherwise
+    (``url`` absolute on ``origin``, the gateway's public origin, when it is known)."""
     fields = {name: getattr(chunk, name) for name in _SHOWN_AS_IS}
     has_lines = chunk.line_start > 0 and chunk.line_end > 0
     fields.update(
         heading_path=list(chunk.heading_path),
-        url=citation_url(chunk),
+        url=citation_url(chunk, origin),
         content=chunk.content or None,
         source_lines=[chunk.line_start, chunk.line_end] if has_lines else None,
         page=chunk.page or None,
@@ -66,18 +67,18 @@ def _chunk_fields(chunk: Chunk, guard_rules: tuple[str, ...]) -> dict:
     return fields
 
 
-def article_chunk(guarded: GuardedChunk) -> ArticleChunk:
-    return ArticleChunk(**_chunk_fields(guarded.chunk, guarded.guard_rules))
+def article_chunk(guarded: GuardedChunk, origin: str = "") -> ArticleChunk:
+    return ArticleChunk(**_chunk_fields(guarded.chunk, guarded.guard_rules, origin))
 
 
-def search_hit(source: RankedSource) -> SearchHit:
+def search_hit(source: RankedSource, origin: str = "") -> SearchHit:
     s = source.scores
     return SearchHit(
         source_id=source.source_id,
         scores=Scores(
             dense=s.get("dense"), sparse=s.get("sparse"), fused=s.get("fused"), rerank=s.get("rerank")
         ),
-        **_chunk_fields(source.chunk, source.guarded.guard_rules),
+        **_chunk_fields(source.chunk, source.guarded.guard_rules, origin),
     )
 
 
@@ -95,7 +96,7 @@ def single_version(versions: list[str]) -> str | None:
     return versions[0] if len(versions) == 1 else None
 
 
-def search_response(outcome: SearchOutcome, request_id: str) -> SearchResponse:
+def search_response(outcome: SearchOutcome, request_id: str, origin: str = "") -> SearchResponse:
     meta = outcome.retrieval
     versions = outcome.index_versions
     return SearchResponse(
@@ -104,7 +105,7 @@ def search_response(outcome: SearchOutcome, request_id: str) -> SearchResponse:
         index_version=single_version(versions),
         index_versions=versions,
         degraded=list(outcome.degraded),
-        results=[search_hit(s) for s in outcome.sources],
+        results=[search_hit(s, origin) for s in outcome.sources],
         filtered_by_threshold=meta.filtered_by_threshold,
         hint=meta.hint or None,
         top_k_truncated=meta.top_k_truncated,
@@ -113,12 +114,13 @@ def search_response(outcome: SearchOutcome, request_id: str) -> SearchResponse:
     )
 
 
-def batch_get_response(read: ChunkRead, request_id: str, requested_version: str | None) -> BatchGetResponse:
+def batch_get_response(read: ChunkRead, request_id: str, requested_version: str | None,
+                       origin: str = "") -> BatchGetResponse:
     versions = list(dict.fromkeys(g.chunk.index_version for g in read.chunks if g.chunk.index_version))
     return BatchGetResponse(
         request_id=request_id,
         index_version=requested_version or single_version(versions),
-        chunks=[article_chunk(g) for g in read.chunks],
+        chunks=[article_chunk(g, origin) for g in read.chunks],
         missing=list(read.missing),
         security=security_summary(read.security),
     )

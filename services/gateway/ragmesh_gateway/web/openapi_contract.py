@@ -92,6 +92,9 @@ class RequestContractPlugin(StructSchemaPlugin):
                     items.pattern = pattern
             for prop in (schema.properties or {}).values():
                 _safe_strings(prop)
+        one_of = getattr(field_definition.type_, "__required_one_of__", ())
+        if one_of and isinstance(schema, Schema):  # a field and its alias: send exactly one
+            schema.one_of = [Schema(required=[name]) for name in one_of]
         return schema
 
 
