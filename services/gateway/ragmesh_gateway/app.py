@@ -26,6 +26,7 @@ from ragmesh_gateway.composition import (
     REFUSAL_BODIES,
     GatewayDeps,
     GatewayServices,
+    api_reference_plugins,
     build_deps,
     complete_openapi,
     mcp_mount,
@@ -62,6 +63,7 @@ def openapi_config() -> OpenAPIConfig:
         version=API_VERSION,
         description=OPENAPI_DESCRIPTION,
         path="/schema",
+        render_plugins=api_reference_plugins(),
         tags=[
             Tag(name="search", description="Hybrid search and chunk reads"),
             Tag(name="chat", description="Grounded answers"),
