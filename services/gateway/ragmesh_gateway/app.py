@@ -84,7 +84,7 @@ def cors_config(settings: GatewaySettings) -> CORSConfig | None:
         allow_origins=list(settings.cors_origins),
         allow_methods=["GET", "POST"],
         allow_headers=["authorization", "content-type", "last-event-id", "x-request-id"],
-        expose_headers=["x-request-id", "retry-after", "ragmesh-degraded", "ratelimit-limit",
+        expose_headers=["x-request-id", "retry-after", "ragmesh-degraded", "ragmesh-auth", "ratelimit-limit",
                         "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy"],
         allow_credentials=False,
     )
