@@ -1,16 +1,19 @@
 """Headless Chromium driven through chromedriver's W3C WebDriver HTTP API with httpx (no selenium).
 
-Shared by the widget tests. Without chromium and chromedriver the fixture skips (apt-get install -y
+Shared by the widget tests and the offline page test (``offline_browser``: outside network
+blocked, every request recorded). Without chromium and chromedriver the fixture skips (apt-get install -y
 chromium chromium-driver); in CI (CI=true) it fails.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -96,6 +99,16 @@ class WebDriver:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         return path
 
+    def requested_urls(self) -> list[str]:
+        """Every URL the browser asked for since the last call (needs a session with ``log_network``):
+        chromedriver's performance log, one ``Network.requestWillBeSent`` event per request."""
+        urls = []
+        for entry in self._call("POST", "/se/log", {"type": "performance"}):
+            message = json.loads(entry["message"])["message"]
+            if message["method"] == "Network.requestWillBeSent":
+                urls.append(message["params"]["request"]["url"])
+        return urls
+
     def close(self) -> None:
         # The session's own URL: httpx would add a trailing slash to delete(""), which chromedriver
         # does not know, and the browser would outlive the test.
@@ -103,8 +116,16 @@ class WebDriver:
         self._http.close()
 
 
-@pytest.fixture(scope="module")
-def browser(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+# Outside network blocked: every host name fails to resolve, except the loopback address the mesh
+# listens on (an IP literal, which needs no lookup anyway).
+OFFLINE_ARGS = ["--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
+
+
+@contextmanager
+def chromium_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                     extra_args: list[str] | None = None, log_network: bool = False) -> Iterator[WebDriver]:
+    """A chromedriver and one headless Chromium session; ``log_network`` records every request the
+    browser makes (:meth:`WebDriver.requested_urls`)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     chromedriver = shutil.which("chromedriver")
     if not chromium or not chromedriver:
@@ -127,10 +148,15 @@ def browser(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                 pytest.fail("chromedriver did not start")
             time.sleep(0.2)
         profile = tmp_path_factory.mktemp("chromium-profile")
-        created = httpx.post(f"{base}/session", timeout=60, json={"capabilities": {"alwaysMatch": {
+        capabilities: dict = {
             "browserName": "chrome",
-            "goog:chromeOptions": {"binary": chromium, "args": [*CHROME_ARGS, f"--user-data-dir={profile}"]},
-        }}}).json()
+            "goog:chromeOptions": {"binary": chromium,
+                                   "args": [*CHROME_ARGS, *(extra_args or []), f"--user-data-dir={profile}"]},
+        }
+        if log_network:
+            capabilities["goog:loggingPrefs"] = {"performance": "ALL"}
+        created = httpx.post(f"{base}/session", timeout=60,
+                             json={"capabilities": {"alwaysMatch": capabilities}}).json()
         assert "sessionId" in created.get("value", {}), created
         browser = WebDriver(base, created["value"]["sessionId"])
         try:
@@ -144,3 +170,16 @@ def browser(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         except subprocess.TimeoutExpired:
             driver.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    with chromium_session(request, tmp_path_factory) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def offline_browser(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    """Chromium with the outside network blocked, recording every request it makes."""
+    with chromium_session(request, tmp_path_factory, OFFLINE_ARGS, log_network=True) as session:
+        yield session

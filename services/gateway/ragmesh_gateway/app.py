@@ -26,6 +26,7 @@ from ragmesh_gateway.composition import (
     REFUSAL_BODIES,
     GatewayDeps,
     GatewayServices,
+    api_reference_plugins,
     build_deps,
     complete_openapi,
     mcp_mount,
@@ -64,6 +65,7 @@ def openapi_config() -> OpenAPIConfig:
         version=API_VERSION,
         description=OPENAPI_DESCRIPTION,
         path="/schema",
+        render_plugins=api_reference_plugins(),
         tags=[
             Tag(name="search", description="Hybrid search and chunk reads"),
             Tag(name="chat", description="Grounded answers"),
@@ -84,7 +86,7 @@ def cors_config(settings: GatewaySettings) -> CORSConfig | None:
         allow_origins=list(settings.cors_origins),
         allow_methods=["GET", "POST"],
         allow_headers=["authorization", "content-type", "last-event-id", "x-request-id"],
-        expose_headers=["x-request-id", "retry-after", "ragmesh-degraded", "ratelimit-limit",
+        expose_headers=["x-request-id", "retry-after", "ragmesh-degraded", "ragmesh-auth", "ratelimit-limit",
                         "ratelimit-remaining", "ratelimit-reset", "ratelimit-policy"],
         allow_credentials=False,
     )

@@ -18,6 +18,7 @@ from typing import Any
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.handlers import BaseRouteHandler
+from litestar.openapi.plugins import OpenAPIRenderPlugin
 from litestar.openapi.spec import OpenAPI
 
 from ragmesh_common import metrics
@@ -47,6 +48,7 @@ from ragmesh_gateway.files.view_controller import SourceViewController
 from ragmesh_gateway.health.controllers import HealthController
 from ragmesh_gateway.health.ports import DependencyProbe, ModelDependency
 from ragmesh_gateway.health.service import ReadinessService
+from ragmesh_gateway.home.api_reference import favicon, render_plugins, swagger_ui_file
 from ragmesh_gateway.home.controllers import root
 from ragmesh_gateway.index_admin.controllers import IndexAdminController
 from ragmesh_gateway.index_admin.ports import IndexAdmin
@@ -340,8 +342,15 @@ def route_handlers(services: GatewayServices, mcp: McpMount) -> list[BaseRouteHa
         HealthController,
         ProtectedResourceController,
         root,
+        favicon,
+        swagger_ui_file,
         mcp.route_handler(),
     ]
+
+
+def api_reference_plugins() -> list[OpenAPIRenderPlugin]:
+    """The pages under /schema: Swagger UI from the gateway's own files, the document as JSON and YAML."""
+    return render_plugins()
 
 
 def mcp_mount(settings: GatewaySettings, services: GatewayServices) -> McpMount:

@@ -1,6 +1,7 @@
 """Authentication disabled (the embedded default): the internal index routes answer loopback callers
-only, the start-up log says authentication is off, and the server's own low-level refusals (a
-request uvicorn cannot parse) are JSON with a code like every other error."""
+only, the start-up log says authentication is off, a request that shows a token is answered
+``Ragmesh-Auth: disabled; token-not-checked``, and the server's own low-level refusals (a request
+uvicorn cannot parse) are JSON with a code like every other error."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from gateway_auth import StaticAuthenticator
 from gateway_mesh import Mesh
 from loopback_server import serve
 from gateway_process import gateway_env, running_gateway
+from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.app import create_app
+from ragmesh_gateway.composition import build_deps
 
 INDEX = "/api/rag/v1/internal/index"
 INTERNAL_CALLS = [
@@ -79,3 +83,44 @@ def test_a_request_the_server_cannot_parse_is_json_with_a_code(tmp_path: Path) -
         assert head.startswith(b"HTTP/1.1 400"), answer[:300]
         assert b"content-type: application/json" in head.lower(), head
         assert b'"code":"MALFORMED_REQUEST"' in body.replace(b" ", b""), body
+
+
+# Every kind of route that asks the authenticator, with a request it answers (or refuses) at once.
+TOKEN_ROUTES = [
+    ("GET", "/api/rag/v1/corpora", None),
+    ("POST", "/api/rag/v1/search", {"query": "quote"}),
+    ("POST", "/v1/chat/completions", {"model": "ragmesh", "messages": [{"role": "user", "content": "quote?"}]}),
+    ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    INTERNAL_CALLS[3],  # refused (403: a remote caller), and still told its token was not checked
+]
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+
+
+@pytest.mark.parametrize(("method", "path", "body"), TOKEN_ROUTES, ids=lambda v: v if isinstance(v, str) else "")
+async def test_a_token_sent_while_auth_is_off_is_answered_as_not_checked(
+    client: AsyncTestClient, method: str, path: str, body: dict | None
+) -> None:
+    # `Bearer bogus` got 200 with nothing to say the token was ignored (issue 23).
+    headers = {"Authorization": "Bearer bogus", **(MCP_HEADERS if path == "/mcp" else {})}
+    answered = await client.request(method, path, json=body, headers=headers)
+    assert answered.status_code in (200, 403), answered.text
+    assert answered.headers["ragmesh-auth"] == "disabled; token-not-checked"
+    plain = await client.request(method, path, json=body, headers=MCP_HEADERS if path == "/mcp" else {})
+    assert plain.status_code == answered.status_code and "ragmesh-auth" not in plain.headers
+
+
+async def test_a_token_the_gateway_checks_gets_no_such_header(mesh: Mesh) -> None:
+    deps = build_deps(mesh.settings())
+    deps.authenticator = StaticAuthenticator(Caller(principal="reader", readable_corpora=frozenset({"docs@1"})))
+    async with AsyncTestClient(create_app(mesh.settings(), deps)) as checked:
+        response = await checked.post("/api/rag/v1/search", json={"query": "quote"},
+                                      headers={"Authorization": "Bearer rmk_x.y"})
+    assert response.status_code == 200 and "ragmesh-auth" not in response.headers
+
+
+async def test_a_browser_on_another_origin_may_read_the_header(mesh: Mesh) -> None:
+    settings = mesh.settings(cors_origins=["https://site.example"])
+    async with AsyncTestClient(create_app(settings)) as http:
+        response = await http.post("/api/rag/v1/search", json={"query": "quote"},
+                                   headers={"Authorization": "Bearer bogus", "Origin": "https://site.example"})
+    assert "ragmesh-auth" in response.headers["access-control-expose-headers"].lower()

@@ -126,6 +126,18 @@ async def test_auth_disabled_gives_the_index_routes_to_loopback_callers_only() -
     assert refused.value.code is ErrorCode.PERMISSION_DENIED and "loopback" in refused.value.message
 
 
+async def test_auth_disabled_says_when_a_token_it_was_shown_went_unchecked() -> None:
+    from ragmesh_gateway.access.ports import AuthDisabled, RequestInfo
+
+    directory = ConfiguredCorpusDirectory({"a@1"})
+    for host in ("127.0.0.1", "192.168.1.9"):
+        for headers in ({"authorization": "Bearer bogus"}, {"Authorization": "rmk_x.y"}):
+            caller = await AuthDisabled(directory).authenticate(RequestInfo(headers=headers, client_host=host))
+            assert caller.token_unchecked, (host, headers)
+        plain = await AuthDisabled(directory).authenticate(RequestInfo(headers={"accept": "*/*"}, client_host=host))
+        assert not plain.token_unchecked
+
+
 def test_token_mode_and_rate_limits_are_wired_from_settings() -> None:
     from ragmesh_gateway.access.adapters import RedisRateLimit, TokenAuthenticator
     from ragmesh_gateway.composition import build_deps

@@ -46,6 +46,16 @@ class RequestInfo:
     headers: Mapping[str, str]
     client_host: str | None = None
 
+    @property
+    def carries_token(self) -> bool:
+        """An ``Authorization`` header (``Bearer rmk_...``, the one way a token reaches the gateway).
+
+        The edge passes Litestar's case-insensitive ``Headers``; only a plain dict (a test's) is
+        searched name by name, so a request without a token costs one lookup."""
+        if self.headers.get("authorization") is not None:
+            return True
+        return isinstance(self.headers, dict) and any(name.lower() == "authorization" for name in self.headers)
+
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -58,6 +68,8 @@ class Caller:
     authenticated: bool = True
     # Why a scope this caller lacks is refused, when "this token lacks the scope" is not the reason.
     denial: str = ""
+    # The request showed a token that nobody checked (authentication disabled): the response says so.
+    token_unchecked: bool = False
 
     @property
     def is_admin(self) -> bool:
@@ -116,17 +128,19 @@ def is_loopback(host: str | None) -> bool:
 
 class AuthDisabled(Authenticator):
     """Embedded default: every caller reads every corpus served; a loopback caller is the local
-    operator with every scope, any other caller gets :data:`REMOTE_SCOPES_WITHOUT_AUTH`."""
+    operator with every scope, any other caller gets :data:`REMOTE_SCOPES_WITHOUT_AUTH`. A token the
+    request shows is not checked, and the caller says so (the edge answers ``Ragmesh-Auth``)."""
 
     def __init__(self, directory: CorpusDirectory) -> None:
         self._directory = directory
 
     async def authenticate(self, request: RequestInfo) -> Caller:
         readable = await self._directory.corpus_ids()
+        unchecked = request.carries_token
         if is_loopback(request.client_host):
-            return Caller(principal="local", readable_corpora=readable)
+            return Caller(principal="local", readable_corpora=readable, token_unchecked=unchecked)
         return Caller(principal="local", readable_corpora=readable, scopes=REMOTE_SCOPES_WITHOUT_AUTH,
-                      denial=LOOPBACK_ONLY)
+                      denial=LOOPBACK_ONLY, token_unchecked=unchecked)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ def render_source_view(*, title: str, text: str, raw_url: str, cited: tuple[int,
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><meta name=\"viewport\" content=\"width=device-width\">"
+        '<link rel="icon" type="image/svg+xml" href="/widget/favicon.svg">'
         f"<style>{_STYLE}</style></head><body>"
         f"<header><strong>{html.escape(title)}</strong> · <span class=\"range\">{shown}</span>"
         f"<a class=\"raw\" href=\"{html.escape(raw_url)}\">raw file</a></header>"

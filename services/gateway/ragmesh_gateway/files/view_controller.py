@@ -27,7 +27,8 @@ _TEXT_TYPES = ("text/", "application/json", "application/toml", "application/yam
 # No script at all, and the document's own text can never become markup (it is escaped anyway).
 _VIEW_HEADERS = {
     "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; "
+                               "form-action 'none'",
     "Referrer-Policy": "no-referrer",
 }
 

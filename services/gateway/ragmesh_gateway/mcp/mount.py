@@ -32,7 +32,7 @@ from ragmesh_gateway.mcp.refusals import coded_refusals
 from ragmesh_gateway.mcp.server import MCP_CALLER, RagmeshMcp
 from ragmesh_gateway.mcp.services import McpServices
 from ragmesh_gateway.settings import GatewaySettings
-from ragmesh_gateway.web.dependencies import admit
+from ragmesh_gateway.web.dependencies import admit, authenticate
 from ragmesh_gateway.web.errors import send_error
 from ragmesh_gateway.web.request_context import request_id_of
 
@@ -139,7 +139,7 @@ class McpMount:
                     return
                 message_id = message_id_of(body)
                 receive = replaying(body, receive)
-            caller = await self.services.authenticator.authenticate(info)
+            caller = await authenticate(self.services.authenticator, info, scope)
         except RagmeshError as exc:
             await send_error(
                 scope, send, exc,

@@ -1,5 +1,8 @@
 """The edge checks (rate limit, authentication, scope, strict body) and the caller they admit.
 
+``Ragmesh-Auth: disabled; token-not-checked`` answers a request that shows a token while
+authentication is disabled (:func:`authenticate`, also used by the /mcp edge).
+
 Names no feature: the composition root hands controllers their services (``GatewayServices.dependencies``)
 and puts the :class:`EdgeGate` in the app state."""
 
@@ -14,7 +17,7 @@ from litestar.datastructures import State
 from ragmesh_gateway.access.ports import Authenticator, Caller, RateLimiter, RequestInfo, RouteClass
 from ragmesh_gateway.access.tokens import Scope
 from ragmesh_gateway.web.body import strict_json_body
-from ragmesh_gateway.web.request_context import RATE_LIMIT_HEADERS
+from ragmesh_gateway.web.request_context import EDGE_HEADERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ async def checked_caller(request: Request, gate: EdgeGate) -> Caller:
     client = request.client
     info = RequestInfo(headers=request.headers, client_host=client.host if client else None)
     await admit(gate.rate_limiter, info, RouteClass(opt.get("route_class", RouteClass.READ)), request.scope)
-    caller = await gate.authenticator.authenticate(info)
+    caller = await authenticate(gate.authenticator, info, request.scope)
     if opt.get("scope"):
         # One scope, or a tuple of scopes any one of which will do.
         scopes = opt["scope"] if isinstance(opt["scope"], tuple) else (opt["scope"],)
@@ -68,6 +71,20 @@ async def admit(limiter: RateLimiter, info: RequestInfo, route_class: RouteClass
     """Spend the sender's budget before anything else; the response carries the RateLimit headers."""
     decision = await limiter.admit(info, route_class)
     if decision.headers:
-        scope.setdefault("state", {})[RATE_LIMIT_HEADERS] = dict(decision.headers)
+        scope.setdefault("state", {}).setdefault(EDGE_HEADERS, {}).update(decision.headers)
     if not decision.allowed:
         raise decision.refusal()
+
+
+# With authentication disabled, a request that shows a token gets this header: the token was not
+# checked, and every caller is the same local caller (RAGMESH_AUTH_MODE=tokens checks tokens).
+AUTH_HEADER = "Ragmesh-Auth"
+TOKEN_NOT_CHECKED = "disabled; token-not-checked"
+
+
+async def authenticate(authenticator: Authenticator, info: RequestInfo, scope: Any) -> Caller:
+    """The caller behind the request; the response says so when a token it showed went unchecked."""
+    caller = await authenticator.authenticate(info)
+    if caller.token_unchecked:
+        scope.setdefault("state", {}).setdefault(EDGE_HEADERS, {})[AUTH_HEADER] = TOKEN_NOT_CHECKED
+    return caller

@@ -22,8 +22,9 @@ from ragmesh_common.telemetry import (
 
 log = logging.getLogger("ragmesh.gateway.http")
 
-# Scope-state key where the rate limiter leaves the RateLimit-* headers for this response.
-RATE_LIMIT_HEADERS = "rate_limit_headers"
+# Scope-state key where the edge checks leave headers for this response: the rate limiter's
+# RateLimit-* (and Retry-After), and Ragmesh-Auth when a token went unchecked.
+EDGE_HEADERS = "edge_headers"
 # Scope-state key where the server span's hook (app.py) leaves its trace and span ids: this layer
 # runs outside the span, and its access log line must carry them like every other line.
 SPAN_IDS = "span_ids"
@@ -57,11 +58,11 @@ def route_label(scope: Any) -> str:
     return scope.get("path_template") or "unmatched"
 
 
-def _rate_limit_headers(scope: Any, present: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The rate limiter's headers for this request, except any the response already has."""
-    limits = scope.get("state", {}).get(RATE_LIMIT_HEADERS) or {}
+def _edge_headers(scope: Any, present: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The edge checks' headers for this request, except any the response already has."""
+    edge = scope.get("state", {}).get(EDGE_HEADERS) or {}
     have = {k.lower() for k, _ in present}
-    return [(k.lower().encode(), v.encode()) for k, v in limits.items() if k.lower().encode() not in have]
+    return [(k.lower().encode(), v.encode()) for k, v in edge.items() if k.lower().encode() not in have]
 
 
 class RequestContextMiddleware:
@@ -92,7 +93,7 @@ class RequestContextMiddleware:
                 out = [
                     (k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER.encode()
                 ]
-                out.extend(_rate_limit_headers(scope, out))
+                out.extend(_edge_headers(scope, out))
                 message = {**message, "headers": [*out, (REQUEST_ID_HEADER.encode(), request_id.encode())]}
                 # The server span's instrumentation has just set its status from the status code.
                 settle_request_span()
