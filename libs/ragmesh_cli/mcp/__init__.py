@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from ragmesh_cli.gateway_client import add_gateway_options, gateway_token, gateway_url
+from ragmesh_cli.gateway_client import add_gateway_options, gateway_address, gateway_token
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_mcp(args) -> int:
     from ragmesh_cli.mcp.bridge import Upstream, err, serve_stdio
 
-    upstream = Upstream(gateway_url(args), token=gateway_token(args), timeout_s=args.timeout, log=err)
-    err(f"forwarding to {upstream.endpoint}")
+    address = gateway_address(args)
+    upstream = Upstream(address.value, token=gateway_token(args), timeout_s=args.timeout, log=err)
+    err(f"forwarding to {upstream.endpoint} ({address.chosen_by})")
     asyncio.run(serve_stdio(upstream))
     return 0

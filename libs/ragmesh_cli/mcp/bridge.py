@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import importlib.resources
 import json
 import sys
@@ -38,6 +39,14 @@ FIRST_RETRY_S, MAX_RETRY_S = 0.25, 5.0
 # Refused (no or a bad token): retrying soon changes nothing; a tool call still retries at once.
 REFUSED_RETRY_S = 60.0
 _REFUSED = -32010  # the gateway's JSON-RPC code for an HTTP-level refusal
+
+
+def package_version() -> str:
+    """The installed ragmesh's version, as the gateway's /mcp reports its own."""
+    try:
+        return importlib.metadata.version("ragmesh")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
 def published_catalog() -> dict[str, Any]:
@@ -209,6 +218,7 @@ class Bridge:
         self._bus = InMemorySubscriptionBus()
         self.server = Server(
             "ragmesh",
+            version=package_version(),
             instructions=catalog["instructions"],
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
