@@ -83,6 +83,19 @@ async def test_stdio_lists_and_calls_the_gateway_tools(mesh: Mesh) -> None:
     assert [r.top_k for r in mesh.retrieval.searches][-1] >= 2
 
 
+async def test_the_bridge_reports_the_package_version_as_the_gateway_does(mesh: Mesh) -> None:
+    # main's bridge said version=''.
+    import importlib.metadata
+
+    async with serve(create_app(mesh.settings())) as url:
+        async with Client(f"{url}/mcp") as direct:
+            gateway = direct.server_info
+        async with bridge(url) as client:
+            stdio = client.server_info
+    assert stdio.name == "ragmesh" and stdio.version == importlib.metadata.version("ragmesh") != ""
+    assert stdio.version == gateway.version
+
+
 async def test_bridge_started_before_the_gateway_lists_tools_and_works_once_it_is_up(mesh: Mesh) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
