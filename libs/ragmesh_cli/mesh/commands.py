@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from ragmesh_cli.addresses import MeshNotFound, add_state_option, resolve
-from ragmesh_cli.gateway_client import DEFAULT_URL, stream_answer
+from ragmesh_cli.gateway_client import DEFAULT_URL, error_line, stream_answer
 from ragmesh_cli.index import CiOutcome, build_validate_promote
 from ragmesh_cli.index.spec import corpus_spec
 from ragmesh_cli.indexer_client import IndexerClient
@@ -370,7 +370,7 @@ def _print_answer(question: str, result: dict) -> None:
     terminal = result.get("terminal") or {}
     print(f"Q: {question}")
     if terminal.get("event") == "error":
-        print(f"error: {terminal.get('code')}: {terminal.get('message', '')}")
+        print(f"error: {error_line(terminal)}")
         return
     print(f"A: {result['answer'].strip()}")
     print(f"   [{terminal.get('answer_status', '?')}; index {result['meta'].get('index_version', '?')}]")
