@@ -379,9 +379,11 @@ def test_the_readme_follow_up_commands_work_unchanged_after_up_on_other_ports() 
         summary = SUMMARY.search(said)
         assert summary, said
         version, documents, chunks, embedded, reused, passed, gates = summary.groups()
-        assert int(documents) == 1 and int(chunks) == int(embedded) + int(reused) > 0 and passed == gates != "0"
+        assert int(documents) == 1 and int(chunks) == int(embedded) + int(reused) > 0 and int(gates) > 0
         report = json.loads((work / ".ragmesh-state" / "logs" / "index-docs@main.json").read_text(encoding="utf-8"))
         assert report["build"]["index_version"] == report["promote"]["active_version"] == version
+        assert report["validation"]["passed"] is True
+        assert sum(g["passed"] for g in report["validation"]["gates"]) == int(passed)
         assert int(chunks) == report["build"]["chunks"]
         assert '{"build"' not in said  # the report is no longer printed
 

@@ -18,7 +18,7 @@ import importlib.metadata
 import importlib.resources
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -31,6 +31,8 @@ from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPError
+
+from ragmesh_cli.addresses import MeshNotFound
 
 # HTTP refusals without a JSON-RPC error body (a proxy in between): the status says enough.
 _STATUS_CODES = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 421: "MISDIRECTED_REQUEST", 429: "RATE_LIMITED"}
@@ -80,8 +82,11 @@ def _refusal(response: httpx2.Response) -> GatewayRefused:
 class Upstream:
     """One session with the gateway's /mcp, opened in the background and reopened when it breaks."""
 
-    def __init__(self, base_url: str, *, token: str = "", timeout_s: float = 60.0, log=lambda message: None) -> None:
+    def __init__(self, base_url: str, *, token: str = "", timeout_s: float = 60.0, log=lambda message: None,
+                 locate: Callable[[], str] | None = None) -> None:
         self.endpoint = base_url.rstrip("/") + "/mcp"
+        # Where the gateway is, asked again before each connection (the mesh's state-folder record)
+        self._locate = locate
         self.timeout_s = timeout_s
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._log = log
@@ -100,6 +105,8 @@ class Upstream:
         delay = FIRST_RETRY_S
         while True:
             try:
+                if self._locate is not None:
+                    self.endpoint = self._locate().rstrip("/") + "/mcp"
                 async with self._session() as client:
                     self.tools = list((await client.list_tools(cache_mode="refresh")).tools)
                     await self._set(client, None)
@@ -183,6 +190,8 @@ def describe_failure(exc: BaseException, endpoint: str) -> str:
     group = getattr(exc, "exceptions", None)  # task groups wrap the transport's error
     if group:
         return describe_failure(group[0], endpoint)
+    if isinstance(exc, MeshNotFound):
+        return f"UNAVAILABLE: {exc.message}. This bridge keeps looking and picks the mesh up without a restart"
     if isinstance(exc, GatewayRefused):
         text = f"{exc.code}: {exc.message}"
         if exc.code == "UNAUTHENTICATED" and "RAGMESH_TOKEN" not in text:
