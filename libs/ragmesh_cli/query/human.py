@@ -52,7 +52,9 @@ def _versions(document: dict[str, Any]) -> str:
 
 def answer_text(document: dict[str, Any], gateway: str) -> str:
     """The answer, its status line, then each source by its [S#] label."""
-    out = [document.get("answer", "").strip() or "(no answer)", ""]
+    out = [document.get("answer", "").strip() or "(no answer)"]
+    if document.get("sources"):
+        out.append("")
     for source in document.get("sources") or []:
         out += _citation(f"[{source.get('source_id', '?')}]", source, gateway, quote=False)
     status = [document.get("answer_status") or "?", _versions(document)]
