@@ -214,3 +214,16 @@ async def test_the_cli_answer_names_every_index_version(mesh: Mesh) -> None:
     assert answer.code == OK, answer.stderr
     document = json.loads(answer.stdout)
     assert document["index_versions"] == ["v1"] and document["index_version"] == "v1"
+
+
+@pytest.mark.parametrize("flag", [["--state-dir", "{state}"], ["--state-dir={state}"]])
+async def test_token_and_access_take_the_state_folder_like_the_other_commands(tmp_path: Path, flag: list[str]) -> None:
+    # main handed --state-dir on to the gateway's admin parser: `unrecognized arguments`.
+    state = tmp_path / "state"
+    StateFolder(state).claim()
+    args = [part.format(state=state) for part in flag]
+    listed = await ragmesh("token", "list", *args)
+    granted = await ragmesh("access", "list", *args)
+    for run in (listed, granted):
+        assert run.code == USAGE and run.stdout == "", run.stderr
+        assert f"no embedded PostgreSQL under {state}" in one_line(run.stderr)
