@@ -1,37 +1,59 @@
 """The gateway's HTTP API as the CLI calls it: one request, the chat stream, and what an HTTP
-status means as an exit code. Used by the query commands, `ragmesh mcp` and `ragmesh up --ask`."""
+status means as an exit code. Used by the query commands, `ragmesh mcp` and `ragmesh up --ask`.
+
+Every request carries an ``X-Request-ID`` of the CLI's own making (the gateway keeps a well-formed
+one), so an error can name the request it was even when the gateway's answer has no body to say
+it; `ragmesh trace ID` shows that request's spans.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import uuid
 from typing import Any
 
 import httpx
 
+from ragmesh_cli.addresses import Address, add_state_option, resolve
 from ragmesh_cli.output import EXIT_AUTH, EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+REQUEST_ID_HEADER = "X-Request-ID"
 
 
 def add_gateway_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default="", help="gateway URL (default $RAGMESH_URL or http://127.0.0.1:8080)")
+    p.add_argument("--url", default="", help="gateway URL (default $RAGMESH_URL, else the mesh serving from the "
+                                             "state folder, else http://127.0.0.1:8080)")
+    add_state_option(p)
     p.add_argument("--token", default="", help="bearer token (default $RAGMESH_TOKEN)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the gateway (default 60)")
 
 
-def gateway_url(args) -> str:
-    return args.url or os.environ.get("RAGMESH_URL") or DEFAULT_URL
+def gateway_address(args) -> Address:
+    """The gateway's URL and how it was chosen (ragmesh_cli.addresses); MeshNotFound when the state
+    folder names no mesh to talk to."""
+    return resolve(args, "gateway", flag="--url", flag_value=getattr(args, "url", ""), env="RAGMESH_URL",
+                   default=DEFAULT_URL)
 
 
 def gateway_token(args) -> str:
     return args.token or os.environ.get("RAGMESH_TOKEN", "")
 
 
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def unreachable(address: Address | str, exc: BaseException) -> str:
+    return f"gateway unreachable at {address} ({type(exc).__name__})"
+
+
 class GatewayCall:
     def __init__(self, args) -> None:
-        self.url = gateway_url(args).rstrip("/")
+        self.address = gateway_address(args)
+        self.url = self.address.value.rstrip("/")
         token = gateway_token(args)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = args.timeout
@@ -43,14 +65,30 @@ class GatewayCall:
         return self._request("GET", path, None)
 
     def _request(self, method: str, path: str, body: dict | None) -> tuple[int, Any]:
+        """(HTTP status, JSON body); status 0 when the gateway was not reached. An error body always
+        holds ``request_id``: the gateway's, else its response header, else the one sent."""
+        sent = new_request_id()
         try:
-            resp = httpx.request(method, self.url + path, json=body, headers=self.headers, timeout=self.timeout)
+            resp = httpx.request(method, self.url + path, json=body, headers={**self.headers, REQUEST_ID_HEADER: sent},
+                                 timeout=self.timeout)
         except httpx.HTTPError as exc:
-            return 0, {"code": "UNAVAILABLE", "message": f"gateway unreachable at {self.url} ({type(exc).__name__})"}
+            return 0, {"code": "UNAVAILABLE", "message": unreachable(self.address, exc)}
+        request_id = resp.headers.get(REQUEST_ID_HEADER) or sent
         try:
-            return resp.status_code, resp.json()
+            data = resp.json()
         except ValueError:
-            return resp.status_code, {"code": "INTERNAL", "message": "gateway returned a non-JSON body"}
+            data = {"code": "INTERNAL", "message": f"gateway returned a non-JSON body (HTTP {resp.status_code})"}
+        if resp.status_code != 200 and isinstance(data, dict) and not data.get("request_id"):
+            data["request_id"] = request_id
+        return resp.status_code, data
+
+
+def error_line(data: dict) -> str:
+    """``CODE: message (request id X)``: what the CLI says of a failed call on stderr."""
+    line = f"{data.get('code', 'ERROR')}: {data.get('message', '')}"
+    if data.get("request_id"):
+        line += f" (request id {data['request_id']}; `ragmesh trace {data['request_id']}` shows its spans)"
+    return line
 
 
 def exit_code_for(status: int) -> int:
@@ -64,24 +102,31 @@ def exit_code_for(status: int) -> int:
     return EXIT_OK if 200 <= status < 300 else EXIT_FAIL
 
 
-def stream_answer(url: str, question: str, *, headers: dict, timeout: float, body_extra: dict | None = None) -> dict:
-    """Consume the SSE chat stream; returns the collected answer, sources and terminal event."""
+def stream_answer(url: str, question: str, *, headers: dict, timeout: float, body_extra: dict | None = None,
+                  address: Address | None = None) -> dict:
+    """Consume the SSE chat stream; returns the collected answer, sources and terminal event (an
+    error one holds the request id). ``address`` says how ``url`` was chosen, for an error."""
     from httpx_sse import connect_sse
 
     result: dict[str, Any] = {"answer": "", "sources": [], "security": None, "meta": {}, "terminal": None,
                               "status": 200}
     body = {"question": question, **(body_extra or {})}
+    sent = new_request_id()
+    request_id = ""  # the gateway's, once it answered
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout, read=timeout)) as client:
             with connect_sse(client, "POST", url.rstrip("/") + "/api/rag/v1/chat/stream", json=body,
-                             headers=headers) as source:
+                             headers={**headers, REQUEST_ID_HEADER: sent}) as source:
                 result["status"] = source.response.status_code
+                request_id = source.response.headers.get(REQUEST_ID_HEADER) or sent
                 if source.response.status_code != 200:
                     source.response.read()
                     try:
                         result["terminal"] = {"event": "error", **source.response.json()}
                     except ValueError:
-                        result["terminal"] = {"event": "error", "code": "INTERNAL"}
+                        result["terminal"] = {"event": "error", "code": "INTERNAL",
+                                              "message": f"HTTP {source.response.status_code}, no JSON body"}
+                    result["terminal"]["request_id"] = result["terminal"].get("request_id") or request_id
                     return result
                 for event in source.iter_sse():
                     data = json.loads(event.data) if event.data else {}
@@ -97,5 +142,12 @@ def stream_answer(url: str, question: str, *, headers: dict, timeout: float, bod
                         break
     except httpx.HTTPError as exc:
         result["status"] = 0
-        result["terminal"] = {"event": "error", "code": "UNAVAILABLE", "message": type(exc).__name__}
+        message = (unreachable(address or url, exc) if not request_id
+                   else f"the answer stream from {address or url} broke off ({type(exc).__name__})")
+        result["terminal"] = {"event": "error", "code": "UNAVAILABLE", "message": message}
+    terminal = result["terminal"]
+    if terminal is None:  # the stream ended without a terminal event
+        terminal = result["terminal"] = {"event": "error", "code": "UNAVAILABLE", "message": "stream ended early"}
+    if terminal["event"] == "error":
+        terminal["request_id"] = terminal.get("request_id") or result["meta"].get("request_id") or request_id
     return result

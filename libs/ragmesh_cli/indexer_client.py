@@ -5,6 +5,11 @@ None of them imports the indexer (the CLI is a lib). A call that runs for minute
 the connection (see :meth:`IndexerClient.call`). While a Build runs, the client polls the Status RPC
 and draws its progress on stderr: a redrawn bar when stderr is a terminal, else one line per stage
 and every PROGRESS_LINE_EVERY_S seconds. stdout carries only the contract JSON.
+
+The indexer's address comes from --addr, $RAGMESH_INDEXER_ADDR, the record of the mesh serving from
+the state folder, or the default port (ragmesh_cli.addresses). Each command's calls carry one request
+id (gRPC metadata ``x-request-id``, which the indexer binds to its log lines); an error names it and
+the address that was tried.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from typing import Any, TextIO
 
+from ragmesh_cli.addresses import Address, add_state_option, resolve
 from ragmesh_cli.output import EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_USAGE, err
 
 POLL_INTERVAL_S = 0.5
@@ -28,7 +35,9 @@ _UNAVAILABLE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RUNTIME_ERROR"}
 
 
 def add_indexer_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--addr", default="", help="indexer gRPC address (default $RAGMESH_INDEXER_ADDR)")
+    p.add_argument("--addr", default="", help="indexer gRPC address (default $RAGMESH_INDEXER_ADDR, else the mesh "
+                                              f"serving from the state folder, else {DEFAULT_ADDR})")
+    add_state_option(p)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the indexer (default 1800)")
 
 
@@ -53,6 +62,11 @@ def exit_code_for(error) -> int:
     if code in _FAILED_CODES or error.http_status >= 500:
         return EXIT_FAIL
     return EXIT_USAGE
+
+
+def indexer_address(args) -> Address:
+    return resolve(args, "indexer", flag="--addr", flag_value=getattr(args, "addr", ""), env="RAGMESH_INDEXER_ADDR",
+                   default=DEFAULT_ADDR)
 
 
 class IndexerFailed(Exception):
@@ -118,13 +132,19 @@ class IndexerClient:
     """One channel to the indexer for the whole command; every call has a deadline."""
 
     def __init__(self, args) -> None:
-        self.addr = args.addr or os.environ.get("RAGMESH_INDEXER_ADDR", DEFAULT_ADDR)
+        self.address = indexer_address(args)
+        self.addr = self.address.value
         self.timeout = args.timeout
+        self.request_id = uuid.uuid4().hex
 
     async def __aenter__(self) -> IndexerClient:
         from ragmesh.v1 import indexer_pb2_grpc
         from ragmesh_common.rpc.client import open_channel
+        from ragmesh_common.telemetry import request_id_var
 
+        # Sent with every call of this command (ragmesh_common.rpc.client.call_metadata); asyncio.run
+        # gives the command's coroutine its own context, so this stays the command's.
+        request_id_var.set(self.request_id)
         self._channel = open_channel(self.addr)
         self.stub = indexer_pb2_grpc.IndexerStub(self._channel)
         return self
@@ -148,7 +168,8 @@ class IndexerClient:
                     await self._health()
             return job.result()
         except RagmeshError as exc:
-            err(f"{exc.code.value}: {exc.message}")
+            where = f"indexer at {self.address}; " if exc.code.value in _UNAVAILABLE_CODES else ""
+            err(f"{exc.code.value}: {exc.message} ({where}request id {self.request_id}, in the indexer's log)")
             raise IndexerFailed(exit_code_for(exc)) from None
         finally:
             if not job.done():

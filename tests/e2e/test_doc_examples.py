@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -329,3 +331,83 @@ def test_the_examples_of(page: str, request: pytest.FixtureRequest, tmp_path: Pa
                          + "\n\n".join(reports))
     if skipped:
         conftest_of(request, "tests").skip_or_fail("; ".join(skipped))
+
+
+# --- the README's follow-up commands, after `ragmesh up --port-base N` ---------------------------------
+
+README_FOLLOW_UP = "test_the_readme_follow_up_commands_work_unchanged_after_up_on_other_ports"
+SERVING = "serving; Ctrl-C to stop"
+SUMMARY = re.compile(r"ragmesh: docs@main (v\d{17}-[0-9a-f]{6}): (\d+) documents, (\d+) chunks \((\d+) embedded, "
+                     r"(\d+) reused\); gates (\d+)/(\d+) passed; serving; full report: "
+                     r"\.ragmesh-state/logs/index-docs@main\.json")
+
+
+def readme_follow_up_commands() -> list[str]:
+    """The commands of the README block that names this test, as a user copies them (comments off)."""
+    [block] = [b for b in BLOCKS if b.path == "README.md" and b.marker is not None and README_FOLLOW_UP in b.marker.note]
+    return [re.sub(r"\s+#\s.*$", "", line).strip() for line in block.text.splitlines() if line.strip()]
+
+
+@pytest.mark.timeout(900)
+def test_the_readme_follow_up_commands_work_unchanged_after_up_on_other_ports() -> None:
+    """`ragmesh up --port-base N` in a folder, then the README's next commands, as printed, from that
+    folder: each one finds the mesh through its state folder (issue 23: after --port-base they all
+    went to the default ports). `up` says its build in one line and keeps the report in its logs."""
+    # Not pytest's tmp_path (0700): as root the embedded PostgreSQL runs as a user that must enter it.
+    work = Path(tempfile.mkdtemp(prefix="ragmesh-readme-"))
+    work.chmod(0o755)
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    (work / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "architecture.md", work / "docs")  # what the two questions ask about
+    home = work / "home"
+    (home / "my-docs").mkdir(parents=True)
+    (home / "my-docs" / "notes.md").write_text("# Notes\n\nThe quokka colony lives on Rottnest Island.\n",
+                                               encoding="utf-8")
+    env = user_environment({"HOME": str(home)})
+    ports = MeshPorts.free_block()
+    log = work / "up.log"
+    with log.open("wb") as out:
+        up = subprocess.Popen([".venv/bin/ragmesh", "up", "--corpus", "docs", "--port-base", str(ports.base)],
+                              cwd=work, env=env, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while SERVING not in log.read_text(errors="replace"):
+            assert up.poll() is None, f"ragmesh up exited {up.returncode}:\n{log.read_text(errors='replace')}"
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.5)
+        said = log.read_text(errors="replace")
+        summary = SUMMARY.search(said)
+        assert summary, said
+        version, documents, chunks, embedded, reused, passed, gates = summary.groups()
+        assert int(documents) == 1 and int(chunks) == int(embedded) + int(reused) > 0 and int(gates) > 0
+        report = json.loads((work / ".ragmesh-state" / "logs" / "index-docs@main.json").read_text(encoding="utf-8"))
+        assert report["build"]["index_version"] == report["promote"]["active_version"] == version
+        assert report["validation"]["passed"] is True
+        assert sum(g["passed"] for g in report["validation"]["gates"]) == int(passed)
+        assert int(chunks) == report["build"]["chunks"]
+        assert '{"build"' not in said  # the report is no longer printed
+
+        runs = {}
+        for command in readme_follow_up_commands():
+            done = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=600, stdin=subprocess.DEVNULL)
+            runs[command.split()[1] if command.startswith(".venv") else command.split()[0]] = done
+            assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{done.stderr}\n{done.stdout}"
+        assert list(runs) == ["search", "answer", "trace", "curl", "index", "corpus", "token", "down"]
+        assert json.loads(runs["search"].stdout)["results"]
+        answered = json.loads(runs["answer"].stdout)  # a pipe: the contract JSON
+        assert answered["answer_status"] == "answered" and answered["sources"], answered
+        assert answered["index_versions"] == [version]
+        assert answered["request_id"] in runs["trace"].stdout
+        assert json.loads(runs["curl"].stdout)["results"]
+        assert json.loads(runs["index"].stdout)["promote"]["corpus"] == "my-docs@main"
+        assert json.loads(runs["corpus"].stdout)["dry_run"] is True
+        assert json.loads(runs["token"].stdout)["token"].startswith("rmk_")
+        assert up.wait(timeout=120) == 0
+        assert not (work / ".ragmesh-state" / "run" / "mesh.json").exists()  # no record of a mesh that is gone
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        subprocess.run([".venv/bin/ragmesh", "down"], cwd=work, env=env, capture_output=True, timeout=180)
+        shutil.rmtree(work, ignore_errors=True)

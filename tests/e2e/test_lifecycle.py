@@ -74,12 +74,13 @@ def _listening(pid: int) -> set[int]:
         return set()
 
 
-def start_up(state: Path, logs: Path) -> Up:
+def start_up(state: Path, logs: Path, *extra: str) -> Up:
     ports = MeshPorts.free_block()
     log = logs / f"up-{time.time_ns()}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ragmesh_cli.main", "up", "--state-dir", str(state), "--port-base", str(ports.base)],
+            [sys.executable, "-m", "ragmesh_cli.main", "up", "--state-dir", str(state), "--port-base", str(ports.base),
+             *extra],
             stdout=out, stderr=subprocess.STDOUT, env=_env(state), stdin=subprocess.DEVNULL,
         )
     up = Up(process, log, ports)
@@ -159,11 +160,41 @@ def test_ctrl_c_then_down_leaves_no_process_and_no_port(state: Path, logs: Path)
 
 def test_sigkill_then_down_leaves_no_process_and_no_port(state: Path, logs: Path) -> None:
     up = start_up(state, logs)
+    served = ragmesh(state, "corpora")  # found through the state folder's record, on --port-base ports
     up.process.kill()
     up.process.wait()
+    # The record of a mesh that is gone: one line saying so (main went to the default port instead).
+    gone = ragmesh(state, "search", "q")
     down = ragmesh(state, "down", "--state-dir", str(state))
+    assert served.returncode == 0, served.stderr
+    assert gone.returncode == 5 and "is gone" in gone.stderr and "Traceback" not in gone.stderr, gone.stderr
+    assert len(gone.stderr.strip().splitlines()) == 1, gone.stderr
     assert down.returncode == 0, down.stderr
     assert "redis" in {s["name"] for s in json.loads(down.stdout)["stopped"]}, down.stdout
     assert_nothing_left(up)
     again = ragmesh(state, "down", "--state-dir", str(state))
     assert again.returncode == 0 and "nothing was running" in again.stderr, again.stderr
+
+
+def test_up_with_tokens_on_checks_them_and_prints_an_admin_token_once(state: Path, logs: Path) -> None:
+    # main: tokens were never checked by the embedded mesh (`--token bogus` got 200), and `up` had no
+    # way to turn them on.
+    import re
+
+    up = start_up(state, logs, "--auth", "tokens")
+    try:
+        tokens = re.findall(r"export RAGMESH_TOKEN=(rmk_[0-9a-f]{16}_[A-Za-z0-9_-]+)", up.stderr())
+        forged = ragmesh(state, "corpora", "--token", "rmk_0123456789abcdef_" + "x" * 43)
+        admin = ragmesh(state, "corpora", "--token", tokens[0] if tokens else "")
+        listed = ragmesh(state, "token", "list", "--client", "ragmesh-up-admin")
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(timeout=120) == 0, up.stderr()
+    assert len(tokens) == 1, up.stderr()
+    assert forged.returncode == 3 and "UNAUTHENTICATED" in forged.stderr, forged.stderr
+    assert admin.returncode == 0, admin.stderr
+    assert [t["scopes"] for t in json.loads(listed.stdout)["tokens"]][-1] == ["rag:admin"], listed.stdout
+    assert tokens[0] not in (state / "logs" / "gateway.log").read_text(errors="replace")
+    down = ragmesh(state, "down", "--state-dir", str(state))
+    assert down.returncode == 0, down.stderr
+    assert_nothing_left(up)

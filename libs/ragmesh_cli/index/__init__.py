@@ -7,6 +7,7 @@ the contract JSON, progress and reports go to stderr.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from ragmesh_cli.index.reports import change_line, say_built, say_gates
@@ -70,28 +71,51 @@ def cmd_index_build(args) -> int:
     return run(build())
 
 
-def cmd_index_ci(args) -> int:
-    """build -> validate -> promote; a non-zero exit on any failure, nothing promoted then."""
+@dataclass
+class CiOutcome:
+    """What `index ci` did: the build, its validation, and the promotion (None when a gate failed)."""
+
+    built: Any
+    report: Any
+    promoted: Any | None
+
+    def as_json(self) -> dict:
+        """The contract JSON of `ragmesh index ci`."""
+        out = {"build": pb_json(self.built), "validation": pb_json(self.report)}
+        return out | ({"promote": pb_json(self.promoted)} if self.promoted is not None else {"promoted": False})
+
+
+async def build_validate_promote(indexer: IndexerClient, args, *, say: bool = True) -> CiOutcome:
+    """build -> validate -> promote on one connection; nothing is promoted when a gate fails. With
+    ``say`` the build and each gate get their line on stderr (progress is drawn either way)."""
     from ragmesh.v1 import indexer_pb2
 
+    spec = corpus_spec(args)
+    built = await indexer.build(indexer_pb2.BuildRequest(
+        corpus=spec, force=args.force, actor=actor(), reason=args.reason or "ci", admin=OPERATOR),
+        label=spec.corpus)
+    if say:
+        say_built(built)
+    report = await indexer.call("Validate", indexer_pb2.ValidateRequest(
+        corpus=spec.corpus, index_version=built.index_version))
+    if say:
+        say_gates(report)
+    if not report.passed:
+        return CiOutcome(built, report, None)
+    promoted = await indexer.call("Promote", indexer_pb2.PromoteRequest(
+        corpus=spec.corpus, index_version=built.index_version, actor=actor(), reason=args.reason or "ci"))
+    return CiOutcome(built, report, promoted)
+
+
+def cmd_index_ci(args) -> int:
+    """build -> validate -> promote; a non-zero exit on any failure, nothing promoted then."""
     async def ci() -> int:
         async with IndexerClient(args) as indexer:
-            spec = corpus_spec(args)
-            built = await indexer.build(indexer_pb2.BuildRequest(
-                corpus=spec, force=args.force, actor=actor(), reason=args.reason or "ci", admin=OPERATOR),
-                label=spec.corpus)
-            say_built(built)
-            report = await indexer.call("Validate", indexer_pb2.ValidateRequest(
-                corpus=spec.corpus, index_version=built.index_version))
-            say_gates(report)
-            if not report.passed:
-                emit({"build": pb_json(built), "validation": pb_json(report), "promoted": False})
-                return EXIT_FAIL
-            promoted = await indexer.call("Promote", indexer_pb2.PromoteRequest(
-                corpus=spec.corpus, index_version=built.index_version, actor=actor(), reason=args.reason or "ci"))
-        err(f"active: {promoted.active_version}" + ("" if promoted.changed else " (unchanged)"))
-        emit({"build": pb_json(built), "validation": pb_json(report), "promote": pb_json(promoted)})
-        return EXIT_OK
+            outcome = await build_validate_promote(indexer, args)
+        if outcome.promoted is not None:
+            err(f"active: {outcome.promoted.active_version}" + ("" if outcome.promoted.changed else " (unchanged)"))
+        emit(outcome.as_json())
+        return EXIT_OK if outcome.promoted is not None else EXIT_FAIL
 
     return run(ci())
 

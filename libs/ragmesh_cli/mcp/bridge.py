@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import importlib.resources
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -31,6 +32,8 @@ from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
+from ragmesh_cli.addresses import MeshNotFound
+
 # HTTP refusals without a JSON-RPC error body (a proxy in between): the status says enough.
 _STATUS_CODES = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 421: "MISDIRECTED_REQUEST", 429: "RATE_LIMITED"}
 _GENERIC = "Server returned an error response"  # what the SDK says when a body was no JSON-RPC error
@@ -38,6 +41,14 @@ FIRST_RETRY_S, MAX_RETRY_S = 0.25, 5.0
 # Refused (no or a bad token): retrying soon changes nothing; a tool call still retries at once.
 REFUSED_RETRY_S = 60.0
 _REFUSED = -32010  # the gateway's JSON-RPC code for an HTTP-level refusal
+
+
+def package_version() -> str:
+    """The installed ragmesh's version, as the gateway's /mcp reports its own."""
+    try:
+        return importlib.metadata.version("ragmesh")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
 def published_catalog() -> dict[str, Any]:
@@ -71,8 +82,11 @@ def _refusal(response: httpx2.Response) -> GatewayRefused:
 class Upstream:
     """One session with the gateway's /mcp, opened in the background and reopened when it breaks."""
 
-    def __init__(self, base_url: str, *, token: str = "", timeout_s: float = 60.0, log=lambda message: None) -> None:
+    def __init__(self, base_url: str, *, token: str = "", timeout_s: float = 60.0, log=lambda message: None,
+                 locate: Callable[[], str] | None = None) -> None:
         self.endpoint = base_url.rstrip("/") + "/mcp"
+        # Where the gateway is, asked again before each connection (the mesh's state-folder record)
+        self._locate = locate
         self.timeout_s = timeout_s
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._log = log
@@ -91,6 +105,8 @@ class Upstream:
         delay = FIRST_RETRY_S
         while True:
             try:
+                if self._locate is not None:
+                    self.endpoint = self._locate().rstrip("/") + "/mcp"
                 async with self._session() as client:
                     self.tools = list((await client.list_tools(cache_mode="refresh")).tools)
                     await self._set(client, None)
@@ -174,6 +190,8 @@ def describe_failure(exc: BaseException, endpoint: str) -> str:
     group = getattr(exc, "exceptions", None)  # task groups wrap the transport's error
     if group:
         return describe_failure(group[0], endpoint)
+    if isinstance(exc, MeshNotFound):
+        return f"UNAVAILABLE: {exc.message}. This bridge keeps looking and picks the mesh up without a restart"
     if isinstance(exc, GatewayRefused):
         text = f"{exc.code}: {exc.message}"
         if exc.code == "UNAUTHENTICATED" and "RAGMESH_TOKEN" not in text:
@@ -209,6 +227,7 @@ class Bridge:
         self._bus = InMemorySubscriptionBus()
         self.server = Server(
             "ragmesh",
+            version=package_version(),
             instructions=catalog["instructions"],
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,

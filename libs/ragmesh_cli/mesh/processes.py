@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragmesh_cli.mesh import record
 from ragmesh_common.settings import DEFAULT_PORTS, METRICS_PORTS
 from ragmesh_common.span_file import default_span_file
 
@@ -120,6 +121,7 @@ class Mesh:
     ports: MeshPorts = field(default_factory=MeshPorts)
     extra_env: dict[str, str] = field(default_factory=dict)
     runtime_url: str = ""        # empty: start the CPU runtime; else use this TEI/OpenAI server
+    postgres: str = "external"   # "embedded" when `ragmesh up` started the PostgreSQL under the state folder
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -175,6 +177,22 @@ class Mesh:
         except BaseException:
             self.stop()
             raise
+        record.write(self.state_dir, self.record())
+
+    def record(self) -> record.MeshRecord:
+        """Where this mesh listens, for the commands that talk to it (ragmesh_cli.mesh.record)."""
+        from ragmesh_cli.mesh.lifecycle import identity
+
+        env = self.env()
+        return record.MeshRecord(
+            gateway_url=self.gateway_url,
+            grpc={svc: f"127.0.0.1:{self.ports.port(svc)}" for svc in ("retrieval", "rerank", "generation", "indexer")},
+            runtime_url=self._runtime_base(),
+            owner=identity(os.getpid()) or {"pid": os.getpid(), "started": 0},
+            port_base=self.ports.base,
+            auth_mode=env.get("RAGMESH_AUTH_MODE") or "disabled",
+            postgres=self.postgres,
+        )
 
     def command(self, svc: str) -> list[str]:
         return [sys.executable, "-m", f"ragmesh_{svc}", "--port", str(self.ports.port(svc))]
@@ -322,8 +340,18 @@ class Mesh:
         return proc.returncode
 
     def stop(self) -> None:
+        self._forget_record()
         for svc in reversed(SERVICES):
             self.stop_one(svc)
+
+    def _forget_record(self) -> None:
+        """Delete the mesh record if this process wrote it (a mesh that never started has none)."""
+        try:
+            found = record.read(self.state_dir)
+        except record.UnreadableRecord:
+            return
+        if found is not None and found.owner.get("pid") == os.getpid():
+            record.remove(self.state_dir)
 
     def _log_tail(self, svc: str, lines: int = 30) -> str:
         path = self.state_dir / "logs" / f"{svc}.log"

@@ -1,12 +1,18 @@
-"""`ragmesh search|answer|get|corpora`: the gateway's read API, one JSON document on stdout."""
+"""`ragmesh search|answer|get|corpora`: the gateway's read API, one JSON document on stdout.
+
+`search` and `answer` print for a person instead (ragmesh_cli.query.human) when stdout is a terminal
+and ``--json`` is not given; a pipe, a file or an agent gets the contract JSON, byte for byte.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ragmesh_cli.gateway_client import GatewayCall, add_gateway_options, exit_code_for, stream_answer
+from ragmesh_cli.gateway_client import GatewayCall, add_gateway_options, error_line, exit_code_for, stream_answer
 from ragmesh_cli.output import EXIT_NO_EVIDENCE, EXIT_OK, emit, err
+from ragmesh_cli.query import human
 from ragmesh_common.answer_defaults import ANSWER_SOURCES
 
 
@@ -25,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--include-content", action="store_true",
                        help="each passage's full text, not only its quote" if name == "search"
                        else "ignored by answer; accepted so search and answer take the same options")
+        c.add_argument("--json", action="store_true",
+                       help="print the contract JSON even on a terminal (a pipe or a file always gets it)")
         add_gateway_options(c)
         c.set_defaults(func=cmd_search if name == "search" else cmd_answer)
 
@@ -50,13 +58,30 @@ def _filters(args) -> dict:
     return out
 
 
-def _post(args, path: str, body: dict, *, items: str) -> int:
+def for_a_person(args) -> bool:
+    """The human form: stdout is a terminal and --json was not asked for."""
+    return not getattr(args, "json", True) and sys.stdout.isatty()
+
+
+def show(args, document: dict, render, gateway: str) -> None:
+    if for_a_person(args):
+        sys.stdout.write(render(document, gateway))
+        sys.stdout.flush()
+    else:
+        emit(document)
+
+
+def _post(args, path: str, body: dict, *, items: str, render=None) -> int:
     """POST, print the reply; exit 4 when it holds no ``items``."""
-    status, data = GatewayCall(args).post(path, body)
+    call = GatewayCall(args)
+    status, data = call.post(path, body)
     if status != 200:
-        err(f"{data.get('code', 'ERROR')}: {data.get('message', '')}")
+        err(error_line(data))
         return exit_code_for(status)
-    emit(data)
+    if render is None:
+        emit(data)
+    else:
+        show(args, data, render, call.url)
     return EXIT_OK if data.get(items) else EXIT_NO_EVIDENCE
 
 
@@ -64,7 +89,7 @@ def cmd_search(args) -> int:
     body = {"query": args.query, "top_k": args.top_k, "include_content": args.include_content}
     if _filters(args):
         body["filters"] = _filters(args)
-    return _post(args, "/api/rag/v1/search", body, items="results")
+    return _post(args, "/api/rag/v1/search", body, items="results", render=human.search_text)
 
 
 def cmd_get(args) -> int:
@@ -75,7 +100,7 @@ def cmd_get(args) -> int:
 def cmd_corpora(args) -> int:
     status, data = GatewayCall(args).get("/api/rag/v1/corpora")
     if status != 200:
-        err(f"{data.get('code', 'ERROR')}: {data.get('message', '')}")
+        err(error_line(data))
         return exit_code_for(status)
     emit(data)
     for corpus in data.get("corpora", []):
@@ -90,14 +115,18 @@ def cmd_answer(args) -> int:
     extra = {"top_k": args.top_k}
     if _filters(args):
         extra["filters"] = _filters(args)
-    result = stream_answer(call.url, args.query, headers=call.headers, timeout=args.timeout, body_extra=extra)
-    terminal = result["terminal"] or {"event": "error", "code": "UNAVAILABLE", "message": "stream ended early"}
+    result = stream_answer(call.url, args.query, headers=call.headers, timeout=args.timeout, body_extra=extra,
+                           address=call.address)
+    terminal = result["terminal"]
     if terminal["event"] == "error":
-        err(f"{terminal.get('code', 'ERROR')}: {terminal.get('message', '')}")
+        err(error_line(terminal))
         return exit_code_for(result["status"] if result["status"] != 200 else 503)
     # The answer is built from untrusted document text: say so, as the gateway does for sources.
-    emit({"request_id": result["meta"].get("request_id"), "answer": result["answer"], "trust": "untrusted",
-          "answer_status": terminal.get("answer_status"), "sources": result["sources"],
-          "security": result["security"], "degraded": terminal.get("degraded", []),
-          "index_version": result["meta"].get("index_version")})
+    # index_versions: every version the sources came from, as the stream's meta gives it (an answer
+    # over two corpora has no single index_version).
+    show(args, {"request_id": result["meta"].get("request_id"), "answer": result["answer"], "trust": "untrusted",
+                "answer_status": terminal.get("answer_status"), "sources": result["sources"],
+                "security": result["security"], "degraded": terminal.get("degraded", []),
+                "index_version": result["meta"].get("index_version"),
+                "index_versions": result["meta"].get("index_versions")}, human.answer_text, call.url)
     return EXIT_NO_EVIDENCE if terminal.get("answer_status") == "insufficient_evidence" else EXIT_OK

@@ -83,6 +83,19 @@ async def test_stdio_lists_and_calls_the_gateway_tools(mesh: Mesh) -> None:
     assert [r.top_k for r in mesh.retrieval.searches][-1] >= 2
 
 
+async def test_the_bridge_reports_the_package_version_as_the_gateway_does(mesh: Mesh) -> None:
+    # main's bridge said version=''.
+    import importlib.metadata
+
+    async with serve(create_app(mesh.settings())) as url:
+        async with Client(f"{url}/mcp") as direct:
+            gateway = direct.server_info
+        async with bridge(url) as client:
+            stdio = client.server_info
+    assert stdio.name == "ragmesh" and stdio.version == importlib.metadata.version("ragmesh") != ""
+    assert stdio.version == gateway.version
+
+
 async def test_bridge_started_before_the_gateway_lists_tools_and_works_once_it_is_up(mesh: Mesh) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -108,6 +121,31 @@ async def test_bridge_started_before_the_gateway_lists_tools_and_works_once_it_i
     assert down.is_error and down.content[0].text.startswith("UNAVAILABLE:")
     assert url in down.content[0].text and "ragmesh up" in down.content[0].text
     assert not up.is_error and up.structured_content["results"][0]["chunk_id"] == chunk_id(6)
+
+
+async def test_bridge_finds_the_mesh_its_state_folder_records_once_it_runs(mesh: Mesh, tmp_path) -> None:
+    # main's bridge took only --url / $RAGMESH_URL: a mesh on `ragmesh up --port-base N` was never found.
+    import os
+
+    from ragmesh_cli.mesh import record
+    from ragmesh_cli.mesh.lifecycle import StateFolder, identity
+
+    state = tmp_path / "state"
+    StateFolder(state).claim()
+    client_params = StdioServerParameters(command=sys.executable, args=["-m", "ragmesh_cli.main", "mcp", "--state-dir",
+                                                                        str(state), "--timeout", "5"], env=gateway_env())
+    async with Client(client_params) as client:
+        before = await client.call_tool("search_articles", {"query": "q"})
+        async with serve(create_app(mesh.settings())) as url:
+            record.write(state, record.MeshRecord(gateway_url=url, grpc={}, runtime_url="", owner=identity(os.getpid())))
+            for _ in range(40):
+                after = await client.call_tool("search_articles", {"query": "start", "top_k": 1})
+                if not after.is_error:
+                    break
+                await asyncio.sleep(0.5)
+    assert before.is_error and "no mesh is running from" in before.content[0].text, before.content[0].text
+    assert not after.is_error, after.content[0].text
+    assert after.structured_content["results"][0]["chunk_id"] == chunk_id(6)
 
 
 async def test_one_upstream_session_serves_many_calls(mesh: Mesh, redis_url: str) -> None:

@@ -18,9 +18,17 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 
 
 class SlowIndexer(indexer_pb2_grpc.IndexerServicer):
+    def __init__(self) -> None:
+        self.request_ids: list[str] = []
+
     async def Validate(self, request, context):
         await asyncio.sleep(0.6)
         return indexer_pb2.ValidateResponse(index_version=request.index_version, passed=True)
+
+    async def Status(self, request, context):
+        self.request_ids.append(dict(context.invocation_metadata() or ()).get("x-request-id", ""))
+        await context.abort(grpc.StatusCode.NOT_FOUND, "no corpus a@1",
+                            trailing_metadata=(("ragmesh-error-code", "NOT_FOUND"),))
 
 
 class CountingHealth(health_pb2_grpc.HealthServicer):
@@ -38,10 +46,11 @@ def indexer() -> Iterator[tuple[str, CountingHealth]]:
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     health = CountingHealth()
+    servicer = SlowIndexer()
 
     async def start() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server()
-        indexer_pb2_grpc.add_IndexerServicer_to_server(SlowIndexer(), server)
+        indexer_pb2_grpc.add_IndexerServicer_to_server(servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
@@ -49,6 +58,7 @@ def indexer() -> Iterator[tuple[str, CountingHealth]]:
 
     server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
     try:
+        health.indexer = servicer
         yield f"127.0.0.1:{port}", health
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(None), loop).result(10)
@@ -81,3 +91,22 @@ def test_an_unreachable_indexer_exits_5_without_a_traceback(capsys) -> None:
     code = main(["index", "status", "--corpus", "docs@1", "--addr", "127.0.0.1:9", "--timeout", "2"])
     assert code == 5
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_indexer_error_names_the_request_id_the_indexer_was_sent(indexer, capsys) -> None:
+    # main printed `NOT_FOUND: no corpus a@1` and sent no request id: the indexer's log line of the
+    # refusal could not be found from what the user saw.
+    addr, health = indexer
+    code = main(["index", "status", "--corpus", "a@1", "--addr", addr])
+    said = capsys.readouterr().err
+    (sent,) = health.indexer.request_ids
+    assert code == 2 and len(sent) == 32
+    assert said.strip() == f"ragmesh: NOT_FOUND: no corpus a@1 (request id {sent}, in the indexer's log)"
+
+
+def test_an_unreachable_indexer_is_named_with_how_its_address_was_chosen(capsys, monkeypatch) -> None:
+    # main said `UNAVAILABLE: indexer failed: UNAVAILABLE`, naming no address.
+    monkeypatch.setenv("RAGMESH_INDEXER_ADDR", "127.0.0.1:9")
+    code = main(["index", "status", "--corpus", "docs@1", "--timeout", "2"])
+    said = capsys.readouterr().err
+    assert code == 5 and "indexer at 127.0.0.1:9 ($RAGMESH_INDEXER_ADDR)" in said, said
