@@ -183,8 +183,15 @@ def machine() -> dict:
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
+def library_of(dataset: Path) -> str:
+    """The library an answer set is indexed as: its folder's name, lower case, dashes."""
+    return "".join(ch if ch.isalnum() else "-" for ch in dataset.resolve().name.lower()).strip("-")
+
+
 class EmbeddedMesh:
     """The six processes on free ports, a scratch database, the corpus indexed."""
+
+    VERSION = "eval"  # the version the corpus is indexed as
 
     def __init__(self, corpus: Path, library: str, generator: str | None = None) -> None:
         from ragmesh_bench.harness import DEFAULT_POSTGRES as DEFAULT_PG
@@ -211,7 +218,7 @@ class EmbeddedMesh:
             started = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "ragmesh_cli.main", "index", "ci", "--corpus", str(self.corpus),
-                 "--library", self.library, "--version", "eval"],
+                 "--library", self.library, "--version", self.VERSION],
                 env=self.mesh.env(), capture_output=True, text=True, timeout=3600)
             if done.returncode != 0:
                 raise SystemExit(f"index ci failed:\n{done.stderr[-3000:]}")
@@ -263,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         questions = sample_questions(questions, *args.sample, args.seed)
     if args.limit:
         questions = questions[: args.limit]
-    library = "".join(ch if ch.isalnum() else "-" for ch in args.dataset.resolve().name.lower()).strip("-")
+    library = library_of(args.dataset)
     load_before = machine()["load_average"]
     if args.url:
         outcomes = run_questions(args.url, args.token, questions, args.top_k, args.records)

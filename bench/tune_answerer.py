@@ -1,8 +1,10 @@
 """Calibrate the extractive answerer offline: replay saved evidence through it in-process.
 
-    # 1. save what the gateway retrieves for every question (the chat's own search: top 5, content)
+    # 1. save what the gateway retrieves for every question (the chat's own search: top 5, content),
+    #    from a running gateway, or (without --url) from eval_answers.py's embedded mesh
     .venv/bin/python bench/tune_answerer.py dump --dataset DIR --url http://127.0.0.1:PORT --corpus LIB@VER \
         --out /tmp/evidence.jsonl
+    .venv/bin/python bench/tune_answerer.py dump --dataset DIR --top-k 8 --out /tmp/evidence.jsonl
     # 2. answer every saved question with the runtime's answerer, for each threshold asked
     .venv/bin/python bench/tune_answerer.py replay --dataset DIR --evidence /tmp/evidence.jsonl --split tune \
         --min-score 0.3,0.35,0.4
@@ -32,6 +34,8 @@ from ragmesh_bench.smoke import parse_args, scratch_folder, tiny_answer_set
 
 
 def dump(args: argparse.Namespace) -> int:
+    if not args.url:
+        return _dump_from_embedded_mesh(args)
     questions = load_questions(args.dataset)
     with httpx.Client(base_url=args.url, timeout=120) as http, args.out.open("w", encoding="utf-8") as out:
         for q in questions:
@@ -41,6 +45,17 @@ def dump(args: argparse.Namespace) -> int:
                         "text": r.get("content") or r["quote"]} for r in results]
             out.write(json.dumps({"id": q.id, "sources": sources}, ensure_ascii=False) + "\n")
     return 0
+
+
+def _dump_from_embedded_mesh(args: argparse.Namespace) -> int:
+    """``dump`` without ``--url``: bench/eval_answers.py's embedded mesh (CPU runtime, the five
+    services, a scratch database) indexes ``DIR/corpus`` the way an eval run does, then the dump."""
+    from eval_answers import EmbeddedMesh, library_of
+
+    library = library_of(args.dataset)
+    with EmbeddedMesh(args.dataset / "corpus", library) as mesh:
+        args.url, args.corpus = mesh.url, f"{library}@{EmbeddedMesh.VERSION}"
+        return dump(args)
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -118,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump")
     d.add_argument("--dataset", required=True, type=Path)
-    d.add_argument("--url", required=True)
-    d.add_argument("--corpus", required=True)
+    d.add_argument("--url", default="", help="a running gateway (default: start eval_answers.py's embedded mesh)")
+    d.add_argument("--corpus", default="", help="LIB@VER the gateway holds the dataset as (with --url)")
     d.add_argument("--out", required=True, type=Path)
     d.add_argument("--top-k", type=int, default=5, help="sources saved per question (replay --sources takes fewer)")
     r = sub.add_parser("replay")
@@ -134,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         return smoke(args)
     if args.command == "dump":
+        if args.url and not args.corpus:
+            p.error("dump --url needs --corpus LIB@VER")
         return dump(args)
     args.vary = [pair.split("=", 1)[0] for pair in args.pairs]
     args.values = [pair.split("=", 1)[1] for pair in args.pairs]

@@ -16,6 +16,13 @@ heading. A name is also found when a word of the sources is the same name misspe
 two of its words written as one ("Superbowl"):
 questions are written by people, and a name they mistype is still what the source is about.
 Questions mostly in Chinese are not checked (their terms are character bigrams).
+
+What is *not* a key term, because it says what form the answer takes rather than what it is
+about: the answer-type words of a question ("how many", "how long", "what number", "the
+maximum", "what does X mean", ``ANSWER_FORM``), and a closing clause that names the answer's unit
+(", in degrees Celsius?": the source writes °C). A stemmed term is also found as a one-letter
+variant ("licence" for "license") or a prefix of four letters or more ("cert" for "certificate");
+an acronym is found spelt out ("AAA": "the American Automobile Association").
 """
 
 from __future__ import annotations
@@ -29,6 +36,16 @@ from ragmesh_runtime.generator.lexical import content_terms
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’]*")
 _WORD = re.compile(r"[a-z0-9]+")
 _JOINERS = frozenset({"of", "de", "the", "von", "van", "la", "le", "du"})
+# Stems of the words that ask for the answer's form (a count, a length, a value, a meaning), not
+# its subject: "How many days ...", "What is the maximum number of connections?".
+ANSWER_FORM = frozenset("mani much long far old often number amount percentag percent proport size kind type "
+                        "sort mean maximum minimum".split())
+# A closing clause that names the unit or form of the answer: ", in degrees Celsius?", ", in miles?".
+_FORM_CLAUSE = re.compile(r",\s*(?:in|as|measured in)\s+[^,?]{1,40}\?\s*$", re.I)
+# Fewer missing terms than this refuse only when they are all the question has ("What is the
+# price?"): one word of a longer question may be a paraphrase; two are another subject.
+MIN_MISSING_TERMS = 2
+_INITIALS_SKIP = frozenset({"of", "and", "for", "the", "de", "on", "in", "to", "&"})
 _QUESTION_WORDS = frozenset("what which who whom whose when where why how in on at for to from by is are was were "
                             "do does did can could should would will".split())
 
@@ -63,13 +80,15 @@ def _acronym(token: str) -> bool:
 
 
 def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: float) -> list[str]:
-    """The question's key terms found in none of ``texts`` (empty: the evidence covers it)."""
-    terms = content_terms(question)
+    """The question's key terms found in none of ``texts``, one per source (its title, heading
+    and text), empty when the evidence covers the question."""
+    question = _FORM_CLAUSE.sub("?", question)
+    terms = content_terms(question) - ANSWER_FORM
     if not terms:
         return []
     texts = list(texts)
     found = frozenset().union(*(content_terms(text) for text in texts))
-    missing = terms - found
+    missing = frozenset(t for t in terms - found if not _variant_found(t, found))
     if not missing:
         return []
     phrases = question_names(question)
@@ -80,13 +99,48 @@ def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: fl
         names = []
         for phrase in phrases:
             absent = [t for t in phrase if t.lower() not in _JOINERS and _absent(t, missing, words)]
+            absent = [t for t in absent if not (t.isupper() and _spelt_out(t, texts))]
             present = [t for t in phrase if t.lower() not in _JOINERS and t not in absent]
             # A capitalised word is a name's part when another part of it is found ("Member of
             # Parliament" in a text about Parliament); an acronym stands for itself.
             names.extend(t for t in absent if _acronym(t) or not present)
         if names:
             return names
-    return sorted(missing) if len(missing) / len(terms) > max_missing_share else []
+    if missing == terms:
+        return sorted(missing)
+    if len(missing) >= MIN_MISSING_TERMS and len(missing) / len(terms) > max_missing_share:
+        return sorted(missing)
+    return []
+
+
+def _variant_found(term: str, found: frozenset[str]) -> bool:
+    """A stem the sources hold in another spelling: one letter apart ("licenc", "licens"), or
+    one a prefix of the other of four letters or more ("cert", "certif")."""
+    if len(term) < 4:
+        return False
+    for word in found:
+        if len(word) >= 4 and (term.startswith(word) or word.startswith(term)):
+            return True
+        if abs(len(word) - len(term)) <= 1 and len(word) >= 4 and _one_edit(term, word):
+            return True
+    return False
+
+
+def _spelt_out(acronym: str, texts: list[str]) -> bool:
+    """Whether a source spells ``acronym`` out: capitalised words whose initials it is
+    ("AAA": "American Automobile Association"), small joining words skipped."""
+    letters = acronym.lower()
+    if not 2 <= len(letters) <= 8 or not letters.isalpha():
+        return False
+    for text in texts:
+        run = ""
+        for token in _TOKEN.findall(text):
+            if token.lower() in _INITIALS_SKIP and run:
+                continue
+            run = run + token[0].lower() if token[0].isupper() else ""
+            if run.endswith(letters):
+                return True
+    return False
 
 
 def _absent(token: str, missing: frozenset[str], words: frozenset[str]) -> bool:

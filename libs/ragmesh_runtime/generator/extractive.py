@@ -204,7 +204,7 @@ class ExtractiveAnswerer:
         refused however well some unit matches its other words."""
         if is_mostly_cjk(prompt.question) or self._settings.max_missing_share >= 1.0:
             return []
-        texts = [part for source in prompt.sources for part in (source.text, source.title, source.heading)]
+        texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
         return missing_key_terms(prompt.question, texts, self._settings.max_missing_share)
 
     def _joined(self, best: ScoredUnit, rest: list[ScoredUnit], threshold: float) -> list[ScoredUnit]:
