@@ -32,7 +32,6 @@ from ragmesh_common.index_schema import embedding_text
 from ragmesh_gateway.access.ports import Caller
 from ragmesh_gateway.composition import count_degraded
 from ragmesh_gateway.search.models import (
-    Chunk,
     ChunkBatch,
     Filters,
     RerankCandidate,
@@ -130,13 +129,11 @@ class InProcessRetrieval(SearchBackend):
 
 
 def scored_chunk(result: RetrievalScoredChunk) -> ScoredChunk:
-    fields = msgspec.structs.asdict(result.chunk)
-    fields["heading_path"] = tuple(fields["heading_path"])
-    fields["tags"] = tuple(fields["tags"])
+    # Retrieval and the gateway hold the same record (ragmesh_common.chunk_record.Chunk).
     # Scores cross the wire as protobuf ``map<string, float>``: the gateway sees float32. The same
     # rounding here gives the reranker the same priors, hence the same order, in both paths.
     scores = {name: float(np.float32(value)) for name, value in result.scores.items()}
-    return ScoredChunk(chunk=Chunk(**fields), scores=scores)
+    return ScoredChunk(chunk=result.chunk, scores=scores)
 
 
 class InProcessReranker(Reranker):

@@ -189,19 +189,15 @@ class DrillMesh:
             process.wait(timeout=30)
 
     def create_token(self, client: str, scopes: list[str]) -> str:
-        from ragmesh_common.pg import create_pool
-        from ragmesh_gateway.store.database import GATEWAY_SCHEMA, migrate
-        from ragmesh_gateway.access.token_store import TokenStore
-
-        async def create() -> str:
-            pool = await create_pool(self.postgres_url, schema=GATEWAY_SCHEMA)
-            try:
-                await migrate(pool, schema=GATEWAY_SCHEMA)
-                return (await TokenStore(pool).create(client, scopes))[1]
-            finally:
-                await pool.close()
-
-        return asyncio.run(create())
+        """A token made by the gateway's admin entry point, as `ragmesh token create` makes one (a
+        library imports no service), in the database and schema the token gateway reads."""
+        env = {**self.probe.env(), "RAGMESH_POSTGRES_URL": self.postgres_url}
+        done = subprocess.run([sys.executable, "-m", "ragmesh_gateway.admin", "token", "create", "--client", client,
+                               *(f"--scope={scope}" for scope in scopes)],
+                              env=env, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"token create failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        return json.loads(done.stdout)["token"]
 
 
 def kill(pid: int) -> None:
