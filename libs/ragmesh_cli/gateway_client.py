@@ -42,7 +42,12 @@ def gateway_token(args) -> str:
     return args.token or os.environ.get("RAGMESH_TOKEN", "")
 
 
-def new_request_id() -> str:
+def new_request_id(headers: dict | None = None) -> str:
+    """The caller's own ``X-Request-ID`` when its headers carry one (a test or a proxy that
+    follows a request by it), else a fresh one."""
+    for name, value in (headers or {}).items():
+        if name.lower() == REQUEST_ID_HEADER.lower() and value:
+            return value
     return uuid.uuid4().hex
 
 
@@ -111,12 +116,14 @@ def stream_answer(url: str, question: str, *, headers: dict, timeout: float, bod
     result: dict[str, Any] = {"answer": "", "sources": [], "security": None, "meta": {}, "terminal": None,
                               "status": 200}
     body = {"question": question, **(body_extra or {})}
-    sent = new_request_id()
+    headers = {name: value for name, value in headers.items() if name.lower() != REQUEST_ID_HEADER.lower()} | {
+        REQUEST_ID_HEADER: new_request_id(headers)}
+    sent = headers[REQUEST_ID_HEADER]
     request_id = ""  # the gateway's, once it answered
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout, read=timeout)) as client:
             with connect_sse(client, "POST", url.rstrip("/") + "/api/rag/v1/chat/stream", json=body,
-                             headers={**headers, REQUEST_ID_HEADER: sent}) as source:
+                             headers=headers) as source:
                 result["status"] = source.response.status_code
                 request_id = source.response.headers.get(REQUEST_ID_HEADER) or sent
                 if source.response.status_code != 200:
