@@ -57,13 +57,7 @@ def answer_text(document: dict[str, Any], gateway: str) -> str:
         out.append("")
     for source in document.get("sources") or []:
         out += _citation(f"[{source.get('source_id', '?')}]", source, gateway, quote=False)
-    status = [document.get("answer_status") or "?", _versions(document)]
-    if document.get("degraded"):
-        status.append("degraded: " + ", ".join(document["degraded"]))
-    if document.get("request_id"):
-        status.append(f"request {document['request_id']}")
-    out += ["", "(" + "; ".join(status) + ")"]
-    return "\n".join(out) + "\n"
+    return _with_status(out, document.get("answer_status") or "?", document)
 
 
 def search_text(document: dict[str, Any], gateway: str) -> str:
@@ -74,10 +68,15 @@ def search_text(document: dict[str, Any], gateway: str) -> str:
         out += _citation(f"{n}.", result, gateway, quote=True)
     if not results:
         out.append("no passage found" + (f": {document['hint']}" if document.get("hint") else ""))
-    status = [f"{len(results)} result{'s' if len(results) != 1 else ''}", _versions(document)]
+    return _with_status(out, f"{len(results)} result{'s' if len(results) != 1 else ''}", document)
+
+
+def _with_status(out: list[str], first: str, document: dict[str, Any]) -> str:
+    """The lines, then the status line every form ends with: ``first``, the index versions, the
+    degraded flags and the request id."""
+    status = [first, _versions(document)]
     if document.get("degraded"):
         status.append("degraded: " + ", ".join(document["degraded"]))
     if document.get("request_id"):
         status.append(f"request {document['request_id']}")
-    out += ["", "(" + "; ".join(status) + ")"]
-    return "\n".join(out) + "\n"
+    return "\n".join([*out, "", "(" + "; ".join(status) + ")"]) + "\n"
