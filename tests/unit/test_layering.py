@@ -64,3 +64,36 @@ def test_checker_sees_a_violation(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text("import ragmesh_gateway.app\nfrom ragmesh_retrieval import servicer\n")
     assert imported_top_levels(sample) == {"ragmesh_gateway", "ragmesh_retrieval"}
+
+
+def _edits_sys_path(path: Path) -> list[int]:
+    """Lines of ``sys.path.insert/append/extend/...`` calls and ``sys.path = ...`` assignments."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+    def is_sys_path(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "path"
+                and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_sys_path(node.func.value):
+            lines.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(is_sys_path(t) for t in targets):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_bench_script_or_test_edits_sys_path() -> None:
+    """bench/ and tests/ import the shared harness as an installed package (libs/ragmesh_bench)."""
+    offenders = {str(p.relative_to(ROOT)): lines
+                 for folder in ("bench", "tests", "libs", "services")
+                 for p in python_files(ROOT / folder) if (lines := _edits_sys_path(p))}
+    assert not offenders, offenders
+
+
+def test_the_sys_path_reader_sees_an_edit(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("import sys\nsys.path.insert(0, 'bench')\nsys.path += ['x']\n", encoding="utf-8")
+    assert _edits_sys_path(script) == [2, 3]

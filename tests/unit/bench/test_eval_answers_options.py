@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from ragmesh_bench.answer_set import Outcome, Question, summarize
 
-from ragmesh_bench.answer_set import Outcome, Question, summarize  # noqa: E402
-from eval_answers import outcomes_from_records, parse_args, sample_questions  # noqa: E402
+
+def _load_script():
+    """bench/eval_answers.py as the module it is (a script, not a package: no sys.path edit)."""
+    path = Path(__file__).resolve().parents[3] / "bench" / "eval_answers.py"
+    spec = importlib.util.spec_from_file_location("eval_answers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_script = _load_script()
+outcomes_from_records, parse_args, sample_questions = (
+    _script.outcomes_from_records, _script.parse_args, _script.sample_questions)
 
 
 def _questions() -> list[Question]:
