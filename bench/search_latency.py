@@ -84,6 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--url", help="measure a running gateway instead: its base URL")
     p.add_argument("--token", default=os.environ.get("RAGMESH_TOKEN", ""), help="gateway bearer token")
     p.add_argument("--corpus", default="", help="gateway: filters.corpus")
+    p.add_argument("--gateway-pid", type=int, default=0,
+                   help="gateway: also report that process's CPU ms per search (user + system), which a "
+                        "busy machine moves much less than it moves latency")
     p.add_argument("--dataset", type=Path, default=SCIFACT, help="the BEIR folder of documents and queries")
     args = smoke.parse_args(p, argv)
     if args.smoke:  # both stores over the e2e corpus, then the running mesh's gateway (gRPC: not in
@@ -304,7 +307,18 @@ async def gateway_layer(args: argparse.Namespace, texts: list[str], levels: list
 
         await measure(search, texts[:args.warmup], 1)
         for level in levels:
-            emit(layer="gateway", url=args.url, **await measure(search, texts, level))
+            before = process_cpu_s(args.gateway_pid) if args.gateway_pid else 0.0
+            figures = await measure(search, texts, level)
+            if args.gateway_pid:
+                spent = process_cpu_s(args.gateway_pid) - before
+                figures["gateway_cpu_ms_per_search"] = round(1000 * spent / max(1, len(texts)), 3)
+            emit(layer="gateway", url=args.url, **figures)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def main(args: argparse.Namespace) -> None:
