@@ -8,6 +8,9 @@
   instrumented too: httpx (calls to the model runtime, TEI, vLLM: client spans, and the trace
   continues in the server), redis and asyncpg (one span per command or query, with the statement
   but never its parameters).
+- The CLI's indexer commands, which serve no request, start one (:func:`outgoing_request`): a
+  request id and a trace that every call of the command carries; the indexer records the id on its
+  server spans (``rpc.server.GrpcServer(request_id_on_spans=True)``).
 - Calls to model servers carry the trace context and the request id even with no exporter
   (:func:`propagate_context`), and the runtime binds them (:func:`bind_request_id`), so every
   process's log lines for one request share its trace id and request id.

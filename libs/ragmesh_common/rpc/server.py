@@ -145,8 +145,9 @@ class GrpcServer:
                  request_id_on_spans: bool = False) -> None:
         """``request_id_on_spans``: each call's server span carries the caller's request id
         (``ragmesh.request_id``), for a service that requests enter the mesh at without passing the
-        gateway (the indexer, called by the CLI). Off elsewhere: there the gateway's server span is
-        the one span of a request carrying it."""
+        gateway (the indexer, called by the CLI's indexer commands). Off elsewhere: a request there
+        comes through the gateway, whose server span (the trace's root) carries it, and only that
+        one (tests/e2e/test_otlp_traces.py counts it)."""
         self.service = service
         self.host = host
         self.port = port
