@@ -8,14 +8,19 @@ and every PROGRESS_LINE_EVERY_S seconds. stdout carries only the contract JSON.
 
 The indexer's address comes from --addr, $RAGMESH_INDEXER_ADDR, the record of the mesh serving from
 the state folder, or the default port (ragmesh_cli.addresses). Each command's calls carry one request
-id (gRPC metadata ``x-request-id``, which the indexer binds to its log lines); an error names it and
-the address that was tried.
+id (gRPC metadata ``x-request-id``: the caller's ``--request-id``, else a fresh one) and one trace
+(``traceparent``); the indexer binds the id to its log lines and records it on its server spans, so
+`ragmesh trace ID` shows the command's calls. An error names the id and the address that was tried.
+Progress polls and keepalive health checks go without either: they would bury the command's calls
+in its trace (two a second for as long as a build runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import contextvars
 import os
 import sys
 import time
@@ -39,6 +44,8 @@ def add_indexer_options(p: argparse.ArgumentParser) -> None:
                                               f"serving from the state folder, else {DEFAULT_ADDR})")
     add_state_option(p)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the indexer (default 1800)")
+    p.add_argument("--request-id", default="", help="the request id the command's calls carry (default: a fresh "
+                                                   "one); `ragmesh trace ID` shows them")
 
 
 def corpus_command(sub: argparse._SubParsersAction, name: str, helptext: str, func, *options: tuple[str, dict]):
@@ -135,22 +142,26 @@ class IndexerClient:
         self.address = indexer_address(args)
         self.addr = self.address.value
         self.timeout = args.timeout
-        self.request_id = uuid.uuid4().hex
+        self.request_id = command_request_id(args)
+        self._scope = contextlib.ExitStack()
 
     async def __aenter__(self) -> IndexerClient:
         from ragmesh.v1 import indexer_pb2_grpc
         from ragmesh_common.rpc.client import open_channel
-        from ragmesh_common.telemetry import request_id_var
+        from ragmesh_common.telemetry import outgoing_request
 
-        # Sent with every call of this command (ragmesh_common.rpc.client.call_metadata); asyncio.run
-        # gives the command's coroutine its own context, so this stays the command's.
-        request_id_var.set(self.request_id)
+        # The request id and the trace go with every call made inside (the gRPC client interceptor
+        # and ragmesh_common.rpc.client.call_metadata), as a gateway's calls carry the request's.
+        self._scope.enter_context(outgoing_request(self.request_id))
         self._channel = open_channel(self.addr)
         self.stub = indexer_pb2_grpc.IndexerStub(self._channel)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self._channel.close()
+        try:
+            await self._channel.close()
+        finally:
+            self._scope.close()
 
     async def call(self, method: str, request, *, timeout: float | None = None):
         from ragmesh_common.errors import RagmeshError
@@ -179,8 +190,8 @@ class IndexerClient:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         try:
-            await health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(service=""),
-                                                                  timeout=5)
+            await outside_the_request(lambda: health_pb2_grpc.HealthStub(self._channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=5))
         except Exception:  # noqa: BLE001 - only traffic; the call itself reports a dead indexer
             pass
 
@@ -212,10 +223,36 @@ class IndexerClient:
         from ragmesh_common.rpc.client import unary
 
         try:  # progress is a courtesy: a failed poll must not fail the build
-            reply = await unary(self.stub.Status, request, timeout=5, peer="indexer")
+            reply = await outside_the_request(
+                lambda: unary(self.stub.Status, request, timeout=5, peer="indexer"))
         except RagmeshError:
             return []
         return list(reply.in_progress)
+
+
+def command_request_id(args) -> str:
+    """The caller's own ``--request-id`` wins over one the CLI makes (as a caller's X-Request-ID does
+    on the gateway's path, ragmesh_cli.gateway_client.new_request_id). A malformed one is refused:
+    the indexer would neither log it nor record it on a span."""
+    from ragmesh_common.telemetry import well_formed_request_id
+
+    given = getattr(args, "request_id", "") or ""
+    if not given:
+        return uuid.uuid4().hex
+    if not well_formed_request_id(given):
+        err(f"--request-id {given!r} is not a request id (letters, digits and ._:-, at most 128 characters, "
+            "starting with a letter or digit)")
+        raise IndexerFailed(EXIT_USAGE)
+    return given
+
+
+async def outside_the_request(make_call):
+    """Make and await the call ``make_call()`` with neither the command's request id nor its trace
+    (the call is made inside: a gRPC call takes its metadata from the context it is made in)."""
+    async def clean():
+        return await make_call()
+
+    return await asyncio.create_task(clean(), context=contextvars.Context())
 
 
 def run(coro) -> int:

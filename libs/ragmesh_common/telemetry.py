@@ -8,6 +8,9 @@
   instrumented too: httpx (calls to the model runtime, TEI, vLLM: client spans, and the trace
   continues in the server), redis and asyncpg (one span per command or query, with the statement
   but never its parameters).
+- The CLI's indexer commands, which serve no request, start one (:func:`outgoing_request`): a
+  request id and a trace that every call of the command carries; the indexer records the id on its
+  server spans (``rpc.server.GrpcServer(request_id_on_spans=True)``).
 - Calls to model servers carry the trace context and the request id even with no exporter
   (:func:`propagate_context`), and the runtime binds them (:func:`bind_request_id`), so every
   process's log lines for one request share its trace id and request id.
@@ -18,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
@@ -26,15 +30,17 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import StatusCode
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags
 
 from ragmesh_common.settings import env_int
 from ragmesh_common.span_file import DEFAULT_MAX_MB, JsonLinesSpanExporter
@@ -42,6 +48,9 @@ from ragmesh_common.span_file import DEFAULT_MAX_MB, JsonLinesSpanExporter
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("ragmesh_request_id", default="")
 
 REQUEST_ID_HEADER = "x-request-id"
+# The span attribute `ragmesh trace` and Tempo find a request by: on the gateway's HTTP server span,
+# and on the indexer's gRPC server spans (where the CLI's indexer commands enter the mesh).
+REQUEST_ID_ATTRIBUTE = "ragmesh.request_id"
 # A request id the gateway accepts from a caller (so every one it issues or echoes), and the only
 # kind another process binds to its log context.
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -130,6 +139,34 @@ def bind_request_id(app: Any) -> Any:
             request_id_var.reset(token)
 
     return bound
+
+
+def record_request_id(span: Any, request_id: str) -> None:
+    """``ragmesh.request_id`` on ``span`` when the id is well formed (a caller's metadata is
+    untrusted input: a malformed one stays out of telemetry, as it stays out of the logs)."""
+    if span is not None and span.is_recording() and well_formed_request_id(request_id):
+        span.set_attribute(REQUEST_ID_ATTRIBUTE, request_id)
+
+
+@contextlib.contextmanager
+def outgoing_request(request_id: str) -> Iterator[None]:
+    """The calls made inside carry ``request_id`` and one fresh trace, for a process that starts a
+    request but serves none and records no span of its own (the CLI's indexer commands).
+
+    The trace is a sampled span context no exporter ever sees: the gRPC client interceptor injects
+    it as ``traceparent`` (and ``rpc.client.call_metadata`` sends the request id), so every call of
+    one command lands in one trace in the servers, each call's server span a top-level span of it.
+    """
+    ids = RandomIdGenerator()
+    caller = SpanContext(trace_id=ids.generate_trace_id(), span_id=ids.generate_span_id(), is_remote=False,
+                         trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    rid_token = request_id_var.set(request_id)
+    ctx_token = otel_context.attach(trace.set_span_in_context(NonRecordingSpan(caller), otel_context.Context()))
+    try:
+        yield
+    finally:
+        otel_context.detach(ctx_token)
+        request_id_var.reset(rid_token)
 
 
 def setup_telemetry(service: str, *, level: str | None = None) -> None:

@@ -1,8 +1,9 @@
 """Where `ragmesh trace` finds a request's spans: the embedded mesh's span file, or Tempo.
 
 A request is found by its request id (the ``X-Request-ID`` the gateway echoes, issued by it when the
-caller sent none), which the gateway records on its server span as ``ragmesh.request_id``; the
-trace is then every span with that span's trace id. Both sources answer :class:`FoundTrace`, and
+caller sent none), which the gateway records on its server span as ``ragmesh.request_id``, and the
+indexer on each of its gRPC server spans (the id an indexer command of the CLI printed); the trace is
+then every span with that span's trace id. Both sources answer :class:`FoundTrace`, and
 say what went wrong with a :class:`TraceLookupError` carrying the CLI's exit code.
 """
 
@@ -19,8 +20,7 @@ import httpx
 
 from ragmesh_cli.output import EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_USAGE
 from ragmesh_common.span_file import read_span_records
-
-REQUEST_ID_ATTRIBUTE = "ragmesh.request_id"
+from ragmesh_common.telemetry import REQUEST_ID_ATTRIBUTE
 # Server spans of these routes carry request ids too, but nobody asks for "the last health probe".
 _NOT_REQUESTS = ("/health/", "/metrics")
 

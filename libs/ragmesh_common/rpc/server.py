@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, Iterable
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from prometheus_client import start_http_server
 
@@ -19,7 +20,7 @@ from ragmesh_common import metrics
 from ragmesh_common.errors import RagmeshError
 from ragmesh_common.rpc.errors import grpc_status, trailing_metadata
 from ragmesh_common.rpc.health_names import MODEL_HEALTH_PREFIX
-from ragmesh_common.telemetry import request_id_var
+from ragmesh_common.telemetry import record_request_id, request_id_var
 
 log = logging.getLogger("ragmesh.rpc")
 
@@ -27,11 +28,13 @@ log = logging.getLogger("ragmesh.rpc")
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     """Maps RagmeshError to its gRPC status (+ code in trailing metadata); hides unexpected errors.
 
-    Also records per-method metrics and binds the caller's request id to the logging context.
+    Also records per-method metrics and binds the caller's request id to the logging context; with
+    ``request_id_on_span`` also to the call's server span (see GrpcServer).
     """
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, *, request_id_on_span: bool = False) -> None:
         self.service = service
+        self.request_id_on_span = request_id_on_span
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
@@ -74,6 +77,8 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         # Each call runs in its own task, so setting the id needs no reset (a reset would fail
         # when a streaming handler is closed from another context after a client cancel).
         request_id_var.set(request_id)
+        if self.request_id_on_span:
+            record_request_id(trace.get_current_span(), request_id)  # the tracing interceptor's span
         start = time.perf_counter()
         code = "OK"
         try:
@@ -136,13 +141,20 @@ class DependencyHealthServicer(health.aio.HealthServicer):
 class GrpcServer:
     """Owns one grpc.aio server: registration, health, reflection, metrics port, shutdown."""
 
-    def __init__(self, service: str, *, host: str, port: int, metrics_port: int | None) -> None:
+    def __init__(self, service: str, *, host: str, port: int, metrics_port: int | None,
+                 request_id_on_spans: bool = False) -> None:
+        """``request_id_on_spans``: each call's server span carries the caller's request id
+        (``ragmesh.request_id``), for a service that requests enter the mesh at without passing the
+        gateway (the indexer, called by the CLI's indexer commands). Off elsewhere: a request there
+        comes through the gateway, whose server span (the trace's root) carries it, and only that
+        one (tests/e2e/test_otlp_traces.py counts it)."""
         self.service = service
         self.host = host
         self.port = port
         self.metrics_port = metrics_port
         self.server = grpc.aio.server(
-            interceptors=[aio_server_interceptor(), ErrorMappingInterceptor(service)],
+            interceptors=[aio_server_interceptor(),
+                          ErrorMappingInterceptor(service, request_id_on_span=request_id_on_spans)],
             options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                      ("grpc.max_send_message_length", 64 * 1024 * 1024),
                      # Clients ping every 20 s (rpc.client); the server default (5 min) counts those

@@ -83,7 +83,10 @@ async def serve(settings: IndexerSettings) -> None:
         await remover.sweep()
     except Exception:  # the store may still be starting; every promote and rollback reconciles first
         log.warning("startup reconcile skipped", exc_info=True)
-    server = GrpcServer("indexer", host=settings.host, port=settings.port, metrics_port=settings.metrics_port)
+    # The CLI's indexer commands reach the mesh here, not through the gateway: the server spans carry
+    # their request id, so `ragmesh trace <the id the CLI printed>` finds them.
+    server = GrpcServer("indexer", host=settings.host, port=settings.port, metrics_port=settings.metrics_port,
+                        request_id_on_spans=True)
     server.add(indexer_pb2_grpc.add_IndexerServicer_to_server, servicer, "ragmesh.v1.Indexer")
     server.install_signal_handlers()
     await server.start()

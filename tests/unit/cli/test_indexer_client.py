@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragmesh.v1 import indexer_pb2, indexer_pb2_grpc
-from ragmesh_cli.indexer_client import exit_code_for
+from ragmesh_cli.indexer_client import IndexerClient, exit_code_for
 from ragmesh_cli.main import main
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
@@ -20,9 +21,11 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 class SlowIndexer(indexer_pb2_grpc.IndexerServicer):
     def __init__(self) -> None:
         self.request_ids: list[str] = []
+        self.validations: list[dict[str, str]] = []  # each Validate call's metadata
 
     async def Validate(self, request, context):
-        await asyncio.sleep(0.6)
+        self.validations.append(dict(context.invocation_metadata() or ()))
+        await asyncio.sleep(0.6 if request.corpus == "docs@1" else 0)
         return indexer_pb2.ValidateResponse(index_version=request.index_version, passed=True)
 
     async def Status(self, request, context):
@@ -34,9 +37,11 @@ class SlowIndexer(indexer_pb2_grpc.IndexerServicer):
 class CountingHealth(health_pb2_grpc.HealthServicer):
     def __init__(self) -> None:
         self.checks = 0
+        self.metadata: list[dict[str, str]] = []
 
     async def Check(self, request, context):
         self.checks += 1
+        self.metadata.append(dict(context.invocation_metadata() or ()))
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
@@ -110,3 +115,55 @@ def test_an_unreachable_indexer_is_named_with_how_its_address_was_chosen(capsys,
     code = main(["index", "status", "--corpus", "docs@1", "--timeout", "2"])
     said = capsys.readouterr().err
     assert code == 5 and "indexer at 127.0.0.1:9 ($RAGMESH_INDEXER_ADDR)" in said, said
+
+
+def trace_id_of(metadata: dict[str, str]) -> str:
+    version, trace_id, _span_id, flags = metadata["traceparent"].split("-")
+    assert version == "00" and flags == "01"  # sampled: the indexer records the calls' spans
+    return trace_id
+
+
+async def test_one_commands_calls_carry_its_request_id_and_one_trace(indexer) -> None:
+    # The CLI sent a request id and no trace context: each call of `index ci` began a trace of its
+    # own in the indexer, and no server span recorded the id, so `ragmesh trace ID` found nothing.
+    addr, health = indexer
+    for _ in range(2):
+        async with IndexerClient(SimpleNamespace(addr=addr, timeout=30)) as client:
+            for version in ("v1", "v2"):
+                await client.call("Validate", indexer_pb2.ValidateRequest(corpus="fast@1", index_version=version))
+    first, second, third, fourth = health.indexer.validations
+    assert len(first["x-request-id"]) == 32
+    assert first["x-request-id"] == second["x-request-id"] and trace_id_of(first) == trace_id_of(second)
+    # The next command: a request id and a trace of its own.
+    assert third["x-request-id"] == fourth["x-request-id"] != first["x-request-id"]
+    assert trace_id_of(third) == trace_id_of(fourth) != trace_id_of(first)
+
+
+def test_the_callers_request_id_wins_over_the_one_the_cli_makes(indexer, capsys) -> None:
+    addr, health = indexer
+    code = main(["index", "status", "--corpus", "a@1", "--addr", addr, "--request-id", "ops-ticket-42"])
+    said = capsys.readouterr().err
+    assert code == 2 and health.indexer.request_ids == ["ops-ticket-42"]
+    assert said.strip() == "ragmesh: NOT_FOUND: no corpus a@1 (request id ops-ticket-42, in the indexer's log)"
+
+
+@pytest.mark.parametrize("bad", ["-leading-dash", "has space", "x" * 129])
+def test_a_malformed_request_id_is_refused_before_any_call(indexer, capsys, bad: str) -> None:
+    addr, health = indexer
+    code = main(["index", "status", "--corpus", "a@1", "--addr", addr, f"--request-id={bad}"])
+    said = capsys.readouterr().err
+    assert code == 2 and health.indexer.request_ids == [] and health.checks == 0
+    assert said.count("\n") == 1 and "--request-id" in said and "Traceback" not in said, said
+
+
+def test_keepalive_health_checks_stay_out_of_the_commands_trace(indexer, monkeypatch, capsys) -> None:
+    # They run every TRAFFIC_EVERY_S for as long as a call does: in the command's trace, a long
+    # validation's few spans would sit among hundreds of health checks.
+    addr, health = indexer
+    monkeypatch.setattr("ragmesh_cli.indexer_client.TRAFFIC_EVERY_S", 0.1)
+    code = main(["index", "validate", "--corpus", "docs@1", "--index-version", "v2", "--addr", addr,
+                 "--request-id", "ci-run-7"])
+    assert code == 0 and health.checks >= 2
+    (validation,) = health.indexer.validations
+    assert validation["x-request-id"] == "ci-run-7" and trace_id_of(validation)
+    assert all("x-request-id" not in m and "traceparent" not in m for m in health.metadata), health.metadata
