@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from ragmesh_bench.answer_set import Outcome, Question, summarize
+from ragmesh_bench.harness import bench_script
 
-
-def _load_script():
-    """bench/eval_answers.py as the module it is (a script, not a package: no sys.path edit)."""
-    path = Path(__file__).resolve().parents[3] / "bench" / "eval_answers.py"
-    spec = importlib.util.spec_from_file_location("eval_answers", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_script = _load_script()
+_script = bench_script("eval_answers")
 outcomes_from_records, parse_args, sample_questions = (
     _script.outcomes_from_records, _script.parse_args, _script.sample_questions)
 

@@ -10,6 +10,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
+from ragmesh_bench.overhead_report import LAYERS, batching_of, profile_shares, smoke_failures
 from ragmesh_runtime.encoder import MiniLmEncoder, SequenceVectorCache
 from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
 
@@ -77,8 +78,6 @@ def test_no_cache_file_means_an_empty_cache(tmp_path: Path) -> None:
 
 
 def test_each_busy_sample_counts_once_for_the_layer_deepest_on_its_stack(tmp_path: Path) -> None:
-    from mesh_overhead import profile_shares
-
     outer = "run_asgi (uvicorn/protocols/http/h11_impl.py:1);RequestContextMiddleware.__call__ (web/request_context.py:2)"
     grpc = f"{outer};SearchController.search (search/controllers.py:3);UnaryUnaryCall._invoke (grpc/aio/_call.py:4)"
     collapsed = tmp_path / "gateway.collapsed"
@@ -99,8 +98,6 @@ def test_each_busy_sample_counts_once_for_the_layer_deepest_on_its_stack(tmp_pat
 
 
 def test_batching_counts_the_passes_of_a_pass_and_a_runtime_that_does_not_batch() -> None:
-    from mesh_overhead import batching_of
-
     before = {"passes": 10.0, "requests": 12.0, "wait_s": 0.5}
     after = {"passes": 14.0, "requests": 32.0, "wait_s": 1.5}
     assert batching_of(before, after) == {"batched": True, "model_passes": 4, "requests": 20,
@@ -109,8 +106,6 @@ def test_batching_counts_the_passes_of_a_pass_and_a_runtime_that_does_not_batch(
 
 
 def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
-    from mesh_overhead import LAYERS, smoke_failures
-
     def line(path: str, level: int, errors: int = 0) -> dict:
         return {"kind": "pass", "path": path, "concurrency": level, "requests": 4, "errors": errors, "p50_ms": 1.0}
 
