@@ -23,11 +23,20 @@ class RerankHit:
     score: float
 
 
+# The pool drops a connection idle this long: well below the keep-alive of the servers it talks to
+# (uvicorn's, hence the CPU runtime's, is 5 s). httpx's default expiry is that same 5 s, so a
+# connection idle for just under 5 s was reused while the runtime was closing it: ReadError, i.e.
+# UNAVAILABLE, and a search flagged ``embedding`` with the runtime up (4 of 216 reuses after 4.8-5.2 s
+# idle, load 17; the "generation" fault drill's stray ``embedding`` flag in CI).
+KEEPALIVE_EXPIRY_S = 2.0
+
+
 class TeiClient:
     def __init__(self, base_url: str, *, timeout: float = 30.0, client: httpx.AsyncClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._client = client or httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout, limits=httpx.Limits(max_keepalive_connections=16)
+            base_url=self.base_url, timeout=timeout,
+            limits=httpx.Limits(max_keepalive_connections=16, keepalive_expiry=KEEPALIVE_EXPIRY_S),
         )
         with_request_context(self._client)
         self._info: dict[str, Any] | None = None
