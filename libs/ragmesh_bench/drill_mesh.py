@@ -29,6 +29,8 @@ from pathlib import Path
 
 import httpx
 
+from ragmesh_bench.harness import wait_until_serving
+
 ROOT = Path(__file__).resolve().parents[2]
 API = "/api/rag/v1"
 QUESTIONS = [
@@ -173,16 +175,7 @@ class DrillMesh:
                                        stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and process.poll() is None:
-                try:
-                    if httpx.get(url + "/health/live", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            else:
-                raise RuntimeError("the token gateway did not start")
+            wait_until_serving(url + "/health/live", process=process, timeout=120)
             yield url
         finally:
             process.terminate()
