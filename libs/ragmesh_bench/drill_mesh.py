@@ -51,6 +51,7 @@ class Sample:
     status: int  # 0: no HTTP answer at all (connection refused, timeout)
     code: str = ""
     degraded: tuple[str, ...] = ()
+    request_id: str = ""  # the gateway's x-request-id: its spans in the mesh's span file
 
     @property
     def answered(self) -> bool:
@@ -275,7 +276,8 @@ async def ask(http: httpx.AsyncClient, op: str, path: str, body: dict | None = N
     degraded += [flag.strip() for flag in response.headers.get("ragmesh-degraded", "").split(",") if flag.strip()]
     code = str(data.get("code") or (data.get("error") or {}).get("code") or "") if response.status_code >= 300 \
         or data.get("status") == "error" else ""
-    return Sample(started, ended, op, response.status_code, code, tuple(sorted(set(degraded)))), data
+    return Sample(started, ended, op, response.status_code, code, tuple(sorted(set(degraded))),
+                  response.headers.get("x-request-id", "")), data
 
 
 def sync_ask(gateway: str, method: str, path: str, body: dict | None = None, headers: dict | None = None,
