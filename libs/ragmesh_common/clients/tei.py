@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from ragmesh_common.clients import KEEPALIVE_EXPIRY_S
 from ragmesh_common.embedders.identity import EmbedderIdentity, from_tei_info
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import with_request_context
@@ -21,14 +22,6 @@ from ragmesh_common.telemetry import with_request_context
 class RerankHit:
     index: int
     score: float
-
-
-# The pool drops a connection idle this long: well below the keep-alive of the servers it talks to
-# (uvicorn's, hence the CPU runtime's, is 5 s). httpx's default expiry is that same 5 s, so a
-# connection idle for just under 5 s was reused while the runtime was closing it: ReadError, i.e.
-# UNAVAILABLE, and a search flagged ``embedding`` with the runtime up (4 of 216 reuses after 4.8-5.2 s
-# idle, load 17; the "generation" fault drill's stray ``embedding`` flag in CI).
-KEEPALIVE_EXPIRY_S = 2.0
 
 
 class TeiClient:
