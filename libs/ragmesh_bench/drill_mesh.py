@@ -29,6 +29,8 @@ from pathlib import Path
 
 import httpx
 
+from ragmesh_bench.harness import wait_until_serving
+
 ROOT = Path(__file__).resolve().parents[2]
 API = "/api/rag/v1"
 QUESTIONS = [
@@ -49,6 +51,7 @@ class Sample:
     status: int  # 0: no HTTP answer at all (connection refused, timeout)
     code: str = ""
     degraded: tuple[str, ...] = ()
+    request_id: str = ""  # the gateway's x-request-id: its spans in the mesh's span file
 
     @property
     def answered(self) -> bool:
@@ -173,16 +176,7 @@ class DrillMesh:
                                        stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and process.poll() is None:
-                try:
-                    if httpx.get(url + "/health/live", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            else:
-                raise RuntimeError("the token gateway did not start")
+            wait_until_serving(url + "/health/live", process=process, timeout=120)
             yield url
         finally:
             process.terminate()
@@ -282,7 +276,8 @@ async def ask(http: httpx.AsyncClient, op: str, path: str, body: dict | None = N
     degraded += [flag.strip() for flag in response.headers.get("ragmesh-degraded", "").split(",") if flag.strip()]
     code = str(data.get("code") or (data.get("error") or {}).get("code") or "") if response.status_code >= 300 \
         or data.get("status") == "error" else ""
-    return Sample(started, ended, op, response.status_code, code, tuple(sorted(set(degraded)))), data
+    return Sample(started, ended, op, response.status_code, code, tuple(sorted(set(degraded))),
+                  response.headers.get("x-request-id", "")), data
 
 
 def sync_ask(gateway: str, method: str, path: str, body: dict | None = None, headers: dict | None = None,

@@ -77,6 +77,7 @@ class Row:
     probe: str = ""  # what the drill's own probe saw (indexer / postgres)
     ready_during: dict = field(default_factory=dict)  # /health/ready half a second into the outage
     chat_during: dict = field(default_factory=dict)  # a chat right after that, and its root span
+    unplanned: list[dict] = field(default_factory=list)  # answers flagged beyond the drill's flags, and why
 
     def table_row(self) -> str:
         flags = ", ".join(f"{k} {v}" for k, v in sorted(self.degraded.items())) or "none"
@@ -168,6 +169,31 @@ def root_span(mesh: DrillMesh, request_id: str) -> dict:
     return {}
 
 
+def why_degraded(mesh: DrillMesh, request_id: str) -> list[dict]:
+    """What the spans of one request say went wrong below the gateway: each span of its trace that
+    ended ERROR or carries ``ragmesh.degraded`` (retrieval's embeddings span names its reason)."""
+    trace_ids = {record.get("trace_id") for record in read_span_records(default_span_file(mesh.state),
+                                                                        containing=request_id.encode())
+                 if (record.get("attributes") or {}).get("ragmesh.request_id") == request_id}
+    found = []
+    for trace_id in sorted(t for t in trace_ids if t):
+        for record in read_span_records(default_span_file(mesh.state), containing=trace_id.encode()):
+            attributes = record.get("attributes") or {}
+            if record.get("parent_id") and (record.get("status") == "ERROR" or "ragmesh.degraded" in attributes):
+                found.append({"service": record.get("service"), "span": record.get("name"),
+                              "reason": attributes.get("ragmesh.degraded") or record.get("status_message"),
+                              "ms": round((record.get("end_ns", 0) - record.get("start_ns", 0)) / 1e6, 1)})
+    return found
+
+
+def unplanned(mesh: DrillMesh, samples: list[Sample], drill: Drill, *, most: int = 5) -> list[dict]:
+    """The answers flagged beyond the drill's flags (its outage does not imply them), each with
+    :func:`why_degraded`: a stray flag in CI names its cause (before: a bare count)."""
+    stray = [s for s in samples if set(s.degraded) - drill.flags]
+    return [{"op": s.op, "flags": sorted(set(s.degraded) - drill.flags), "request_id": s.request_id,
+             "why": why_degraded(mesh, s.request_id) if s.request_id else []} for s in stray[:most]]
+
+
 def clean(sample: Sample, drill: Drill) -> bool:
     return sample.answered and not (set(sample.degraded) & drill.flags) and sample.op in drill.ops
 
@@ -223,6 +249,7 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
     samples = load.since(killed_at, ended_at)
     after = snapshot(mesh, canary, corpus)
     chat["root_span"] = root_span(mesh, chat.get("request_id", ""))  # exported by now (every 200 ms)
+    stray = unplanned(mesh, samples, drill)
     return Row(
         drill=drill.name,
         requests=len(samples),
@@ -236,6 +263,7 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         probe=probe,
         ready_during=ready_during,
         chat_during=chat,
+        unplanned=stray,
     )
 
 

@@ -54,8 +54,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_serving(url: str, *, process=None, timeout: float = 60.0) -> None:
-    """Until ``url`` answers 2xx; SystemExit when ``process`` (a Popen) exits or time runs out."""
+class NotServing(RuntimeError):
+    """A server that exited, or did not answer, before :func:`wait_until_serving` gave up."""
+
+
+def wait_until_serving(url: str, *, process=None, timeout: float = 60.0, poll_s: float = 0.2) -> None:
+    """Until ``url`` answers 2xx; NotServing when ``process`` (a Popen) exits first or time runs out."""
     import time
 
     import httpx
@@ -67,9 +71,19 @@ def wait_serving(url: str, *, process=None, timeout: float = 60.0) -> None:
                 return
         except httpx.HTTPError:
             pass
-        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
-            raise SystemExit(f"{url} did not answer within {timeout:.0f}s")
-        time.sleep(0.2)
+        if process is not None and process.poll() is not None:
+            raise NotServing(f"the server of {url} exited with {process.returncode} before it answered")
+        if time.monotonic() > deadline:
+            raise NotServing(f"{url} did not answer within {timeout:.0f}s")
+        time.sleep(poll_s)
+
+
+def wait_serving(url: str, *, process=None, timeout: float = 60.0) -> None:
+    """:func:`wait_until_serving` for a bench script: SystemExit with the reason instead."""
+    try:
+        wait_until_serving(url, process=process, timeout=timeout)
+    except NotServing as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def psql(server_url: str, sql: str) -> None:

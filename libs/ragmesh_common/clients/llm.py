@@ -8,6 +8,7 @@ from typing import AsyncIterator, Sequence
 import httpx
 import openai
 
+from ragmesh_common.clients import KEEPALIVE_EXPIRY_S
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import with_request_context
 
@@ -27,7 +28,8 @@ class ChatClient:
         self.model = model
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=0,
-            http_client=with_request_context(http_client or httpx.AsyncClient(timeout=timeout)),
+            http_client=with_request_context(http_client or httpx.AsyncClient(
+                timeout=timeout, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S))),
         )
 
     async def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from ragmesh_common.clients import KEEPALIVE_EXPIRY_S
 from ragmesh_common.embedders.identity import EmbedderIdentity, from_tei_info
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import with_request_context
@@ -27,7 +28,8 @@ class TeiClient:
     def __init__(self, base_url: str, *, timeout: float = 30.0, client: httpx.AsyncClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._client = client or httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout, limits=httpx.Limits(max_keepalive_connections=16)
+            base_url=self.base_url, timeout=timeout,
+            limits=httpx.Limits(max_keepalive_connections=16, keepalive_expiry=KEEPALIVE_EXPIRY_S),
         )
         with_request_context(self._client)
         self._info: dict[str, Any] | None = None

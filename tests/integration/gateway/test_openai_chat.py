@@ -217,6 +217,28 @@ async def test_a_withheld_answer_says_so_and_lists_what_was_found(mesh: Mesh, ge
     assert extension["degraded"] == ["generation"]
 
 
+async def test_generation_down_says_generation_is_unavailable_and_lists_what_was_found(mesh: Mesh) -> None:
+    """As /chat with generation down (test_api_chat): the retrieval summary, withheld, flagged
+    ``generation``, finish_reason ``generation_unavailable``. Before: the message said the answer
+    "could not be verified", which is what a withheld *generated* answer means, not an outage."""
+    await mesh.stop("generation")
+    async with serve(create_app(mesh.settings())) as url:
+        completion = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION)
+        stream = await client_for(url).chat.completions.create(model="ragmesh", messages=QUESTION, stream=True)
+        chunks = [chunk async for chunk in stream]
+    message = completion.choices[0].message.content
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == message
+    assert "answer generation is unavailable" in message.lower() and "verified" not in message.lower()
+    assert "https://docs.example/page6" in message
+    assert completion.choices[0].finish_reason == "stop"
+    finishing = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    for extension in (completion.model_extra["ragmesh"], finishing[0].model_extra["ragmesh"]):
+        assert (extension["answer_status"], extension["finish_reason"]) == ("withheld", "generation_unavailable")
+        assert extension["degraded"] == ["generation"] and extension["sources_basis"] == "retrieved"
+        assert [s["source_id"] for s in extension["sources"]] == ["S1", "S2", "S3", "S4", "S5"]
+
+
 async def test_a_generator_failure_is_an_openai_error(mesh: Mesh, generation) -> None:
     double, address = generation
     double.script = [token("Half an "), RagmeshError(ErrorCode.RUNTIME_ERROR, "the model runtime failed")]

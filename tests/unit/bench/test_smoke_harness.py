@@ -47,3 +47,44 @@ def test_every_gold_answer_stands_in_the_file_it_names(tmp_path) -> None:
 def test_a_smoke_pass_without_a_mesh_says_which_variables_to_set() -> None:
     with pytest.raises(SystemExit, match="RAGMESH_URL"):
         RunningMesh.from_env({})
+
+
+def test_waiting_for_a_server_that_exited_says_so_and_a_bench_script_exits() -> None:
+    """wait_until_serving (the tests' and the drills' wait) names the exit; wait_serving (a bench
+    script's) turns it into SystemExit with the same reason."""
+    import subprocess
+    import sys
+
+    from ragmesh_bench.harness import NotServing, free_port, wait_serving, wait_until_serving
+
+    url = f"http://127.0.0.1:{free_port()}/health"
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    process.wait()
+    with pytest.raises(NotServing, match="exited with 3"):
+        wait_until_serving(url, process=process, timeout=600)
+    with pytest.raises(SystemExit, match="exited with 3"):
+        wait_serving(url, process=process, timeout=600)
+
+
+def test_waiting_for_a_server_that_answers_returns() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from ragmesh_bench.harness import wait_until_serving
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        wait_until_serving(f"http://127.0.0.1:{server.server_port}/health/live", timeout=600)
+    finally:
+        server.shutdown()
+        server.server_close()

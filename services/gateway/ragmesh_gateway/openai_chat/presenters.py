@@ -2,9 +2,9 @@
 
 Each [S1] marker of the text is a Markdown link to its source, with a ``url_citation`` annotation
 over it (``openai_chat.annotations``); the ``ragmesh`` field says what the answer rests on. A
-refusal is the refusal sentence, and a withheld answer (it could not be verified) an assistant
-message saying so, followed by where to look: ordinary messages that every chat UI shows as they
-are. Citation urls are absolute on the gateway's public origin (``citations.public_origin``).
+refusal is the refusal sentence, and a withheld answer an assistant message saying why (it could
+not be verified, or answer generation is unavailable: ``finish_reason`` ``generation_<code>``),
+followed by where to look: ordinary messages that every chat UI shows as they are. Citation urls are absolute on the gateway's public origin (``citations.public_origin``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from ragmesh_gateway.chat.ports import AnswerDone, AnswerFailed, AnswerSources, AnswerToken
 from ragmesh_gateway.chat.presenters import cited_security
-from ragmesh_gateway.chat.service import ChatSession, CollectedAnswer
+from ragmesh_gateway.chat.service import GENERATION, ChatSession, CollectedAnswer
 from ragmesh_gateway.chat.sse import Heartbeat, with_heartbeat
 from ragmesh_gateway.citations import citation_url
 from ragmesh_gateway.openai_chat.annotations import CitationLinker, CitedText, SourceLookup, render_whole
@@ -59,8 +59,25 @@ def source_lookup(outcome: SearchOutcome, origin: str) -> SourceLookup:
     return lookup
 
 
-def withheld_text(sources: list[RankedSource], origin: str) -> str:
-    lines = ["The answer was withheld: it could not be verified against the indexed documents."]
+UNVERIFIED = "The answer was withheld: it could not be verified against the indexed documents."
+# What a generation outage (finish_reason generation_<code>, chat.service) says instead: nothing was
+# generated, so there was nothing to verify.
+OUTAGE = {
+    "generation_unavailable": "No answer was written: answer generation is unavailable right now.",
+    "generation_deadline_exceeded": "No answer was written: answer generation is unavailable right now "
+                                    "(it did not answer in time).",
+    "generation_runtime_error": "No answer was written: answer generation is unavailable right now "
+                                "(the model runtime failed).",
+}
+
+
+def withheld_text(sources: list[RankedSource], origin: str, reason: str) -> str:
+    """The message of a withheld answer: why (``reason``, the answer's ``finish_reason``), then the
+    retrieved passages."""
+    if reason.startswith(f"{GENERATION}_"):
+        lines = [OUTAGE.get(reason, OUTAGE["generation_unavailable"])]
+    else:
+        lines = [UNVERIFIED]
     if sources:
         lines.append("These passages were found and may answer the question:")
         for source in sources:
@@ -102,7 +119,7 @@ def completion(plan: CompletionPlan, collected: CollectedAnswer, request_id: str
         raise failure(terminal) if isinstance(terminal, AnswerFailed) else RagmeshError(ErrorCode.INTERNAL,
                                                                                          "internal error")
     if terminal.answer_status == WITHHELD:
-        text, annotations = withheld_text(collected.cited, origin), []
+        text, annotations = withheld_text(collected.cited, origin, terminal.finish_reason), []
     else:
         cited = render_whole(collected.answer, source_lookup(collected.outcome, origin))
         text, annotations = cited.text, cited.annotations
@@ -157,7 +174,7 @@ async def chunks(plan: CompletionPlan, session: ChatSession, request_id: str,
                 yield _data(ChatCompletionChunk(**head, choices=[ChunkChoice(delta=Delta(content=held))]))
         elif isinstance(event, AnswerDone):
             if event.answer_status == WITHHELD:
-                notice = ("\n\n" if sent else "") + withheld_text(sources, origin)
+                notice = ("\n\n" if sent else "") + withheld_text(sources, origin, event.finish_reason)
                 sent.append(notice)
                 yield _data(ChatCompletionChunk(**head, choices=[ChunkChoice(delta=Delta(content=notice))]))
             ext = extension(session.outcome, request_id, sources, basis, event, list(event.degraded), origin)
