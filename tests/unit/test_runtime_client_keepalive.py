@@ -3,7 +3,7 @@
 uvicorn (the CPU runtime's server) closes a keep-alive connection idle for 5 s. httpx's pool kept
 one for the same 5 s, so a request on a connection idle just under 5 s could meet the server's
 close: ReadError, UNAVAILABLE, and a search flagged ``embedding`` with the runtime up (the fault
-drill's stray flag); the chat client (generation -> runtime) had the same pool. The server below
+drill's stray flag); the chat client (generation -> runtime) and the indexer's pool had the same one. The server below
 answers as uvicorn does, but is already closing any connection idle for more than its keep-alive
 less a second when the next request arrives on it.
 """
@@ -18,6 +18,7 @@ import uvicorn
 
 from ragmesh_common.clients.llm import ChatClient
 from ragmesh_common.clients.tei import TeiClient
+from ragmesh_indexer.embedding import EmbeddingRuntimes
 
 KEEP_ALIVE_S = uvicorn.Config(app=None).timeout_keep_alive  # the runtime runs uvicorn's default
 
@@ -55,7 +56,14 @@ async def _lists_models(url: str) -> tuple[object, callable]:
     return client, client.is_serving
 
 
-@pytest.mark.parametrize("make", [_embeds, _lists_models], ids=["tei", "chat"])
+async def _indexer_embeds(url: str) -> tuple[object, callable]:
+    """The indexer's own pool of runtime clients (a build's batches)."""
+    runtimes = EmbeddingRuntimes([url])
+    (client,) = await runtimes.current()
+    return runtimes, lambda: client.embed(["a chunk"])
+
+
+@pytest.mark.parametrize("make", [_embeds, _lists_models, _indexer_embeds], ids=["tei", "chat", "indexer"])
 async def test_a_connection_idle_close_to_the_servers_keep_alive_is_not_reused(make) -> None:
     answered: list[float] = []
     server = await asyncio.start_server(lambda r, w: _serve(r, w, answered), "127.0.0.1", 0)

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ragmesh_common.clients import KEEPALIVE_EXPIRY_S
 from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.embedders.identity import EmbedderIdentity
 from ragmesh_common.errors import ErrorCode, RagmeshError
@@ -98,7 +99,7 @@ class EmbeddingRuntimes:
 
     def _client(self, base: str, host: str) -> TeiClient:
         headers = {"host": host} if host else None
-        limits = httpx.Limits(max_keepalive_connections=16)
+        limits = httpx.Limits(max_keepalive_connections=16, keepalive_expiry=KEEPALIVE_EXPIRY_S)
         client = httpx.AsyncClient(base_url=base, timeout=self.timeout, headers=headers, limits=limits,
                                    transport=self.transport)
         return TeiClient(base, client=client)
