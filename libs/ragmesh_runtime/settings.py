@@ -156,6 +156,9 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     join_min_lexical: float = 0.0  # RAGMESH_RUNTIME_GENERATOR_JOIN_MIN_LEXICAL
     # Refused when more than this share of the question's terms (or a name in it) is in no source.
     max_missing_share: float = 1.0  # RAGMESH_RUNTIME_GENERATOR_MAX_MISSING_SHARE
+    # Refused when the question asks for a price, a phone number or an email address and no source
+    # holds anything of that form (generator/question_types.py, answer_form).
+    require_answer_form: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_ANSWER_FORM
     # Units beyond this many (in source order) are not scored; bounds the work per answer.
     max_evidence_units: int = 400  # RAGMESH_RUNTIME_GENERATOR_MAX_EVIDENCE_UNITS
     max_prompt_chars: int = 200_000  # RAGMESH_RUNTIME_GENERATOR_MAX_PROMPT_CHARS

@@ -37,11 +37,13 @@ from ragmesh_runtime.generator.coverage import missing_key_terms
 from ragmesh_runtime.generator.lexical import content_terms, overlap
 from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt
 from ragmesh_runtime.generator.question_types import (
+    answer_form,
     asks_for_code,
     asks_for_procedure,
     can_hold,
     expected_kind,
     extreme,
+    holds_form,
 )
 from ragmesh_runtime.generator.table_extremes import extreme_row
 from ragmesh_runtime.generator.units import CODE_LINE, SENTENCE, TABLE_ROW, AnswerUnit, split_units
@@ -192,7 +194,7 @@ class ExtractiveAnswerer:
         ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, -scored[i].cosine, i))
         best = scored[ranked[0]]
         threshold = self.threshold(prompt.question)
-        if best.score < threshold or self.uncovered(prompt):
+        if best.score < threshold or self.uncovered(prompt) or self.formless(prompt):
             return ExtractiveAnswer(INSUFFICIENT_EVIDENCE, (), best.score)
         chosen = self._extreme_row(prompt.question, best, scored) or self._joined(
             best, [scored[i] for i in ranked[1:]], threshold)
@@ -206,6 +208,16 @@ class ExtractiveAnswerer:
             return []
         texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
         return missing_key_terms(prompt.question, texts, self._settings.max_missing_share)
+
+    def formless(self, prompt: EvidencePrompt) -> str:
+        """The form of answer the question asks for (a price, a phone number, an email address)
+        when no source holds anything of that form: such a question is refused, however well some
+        unit matches its other words ("What does the enterprise licence cost?" against "Tern is
+        licensed under the Apache License 2.0.")."""
+        form = answer_form(prompt.question) if self._settings.require_answer_form else ""
+        if not form or is_mostly_cjk(prompt.question):
+            return ""
+        return "" if any(holds_form(form, source.text) for source in prompt.sources) else form
 
     def _joined(self, best: ScoredUnit, rest: list[ScoredUnit], threshold: float) -> list[ScoredUnit]:
         """The best unit, then those that are relevant in their own right: near its score, near

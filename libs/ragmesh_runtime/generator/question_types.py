@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 NUMBER, DATE, PERSON = "number", "date", "person"
+PRICE, PHONE, EMAIL = "price", "phone", "email"
 
 _NUMBER_QUESTION = re.compile(
     r"\b(how (many|much|long|far|old|big|large|tall|high|wide|deep|often|fast|heavy)|what (percentage|percent|"
@@ -27,6 +28,19 @@ _MONTHS = r"january|february|march|april|may|june|july|august|september|october|
 _HAS_DATE = re.compile(rf"\d|\b({_MONTHS}|century|centuries|decade|era|age|period|dynasty|reign|today|"
                        r"yesterday|spring|summer|autumn|fall|winter|morning|evening|night|ago|later|"
                        r"before|after|during|until|since)\b", re.I)
+# Answers with a form of their own: a price is an amount of money, a phone number a run of digit
+# groups, an email address has an @. Evidence that holds no such thing cannot answer the question.
+_PRICE_QUESTION = re.compile(r"\b(cost|costs|price|prices|priced|pricing|fee|fees)\b", re.I)
+_PHONE_QUESTION = re.compile(r"\b(phone|telephone|fax)\b", re.I)
+_EMAIL_QUESTION = re.compile(r"\b(e-?mail|mail) address(es)?\b", re.I)
+_HAS_PRICE = re.compile(r"[$€£¥₹]|\b(usd|eur|gbp|jpy|chf|dollars?|euros?|pounds?|cents?|pence|francs?|yen|yuan|"
+                        r"rupees?|guilders?|free of charge|for free|at no cost|no charge|gratis)\b|"
+                        r"\d\s*(?:per|/)\s*(?:month|year|user|seat)\b", re.I)
+# A run of digits, spaces, dots, dashes and brackets; it is a phone number when it holds 7 to 15
+# digits and is neither a date (2026-09-14) nor a version (4.2.0).
+_DIGIT_RUN = re.compile(r"\+?\(?\d[\d ().-]{5,}\d")
+_DATE_OR_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$|^\d+(\.\d+)+$")
+_HAS_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 
 
@@ -81,6 +95,34 @@ def expected_kind(question: str) -> str:
     if _PERSON_QUESTION.search(question):
         return PERSON
     return ""
+
+
+def answer_form(question: str) -> str:
+    """``price``, ``phone`` or ``email`` when the question asks for a thing of that form
+    ("What does the enterprise licence cost?", "What is the phone number of support?"), else ``""``."""
+    if _PHONE_QUESTION.search(question):
+        return PHONE
+    if _EMAIL_QUESTION.search(question):
+        return EMAIL
+    if _PRICE_QUESTION.search(question):
+        return PRICE
+    return ""
+
+
+def holds_form(form: str, text: str) -> bool:
+    """Whether ``text`` holds an answer of ``form`` (answer_form) at all."""
+    if form == PRICE:
+        return bool(_HAS_PRICE.search(text))
+    if form == EMAIL:
+        return bool(_HAS_EMAIL.search(text))
+    if form == PHONE:
+        return any(_is_phone(run.group().strip()) for run in _DIGIT_RUN.finditer(text))
+    return True
+
+
+def _is_phone(run: str) -> bool:
+    digits = sum(ch.isdigit() for ch in run)
+    return 7 <= digits <= 15 and not _DATE_OR_VERSION.match(run)
 
 
 def can_hold(kind: str, text: str, question: str) -> bool:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from ragmesh_generation.citations import CITATION
+from ragmesh_generation.support import is_abbreviation
 
 _ASCII_ENDS = ".!?"
 _WIDE_ENDS = "。！？"
@@ -28,10 +29,6 @@ _OPENERS = {'"': '"', "“": "”", "「": "」", "『": "』"}
 _CLOSERS = "\"'”’」』)"  # may stand between a sentence end and a citation marker
 _FENCES = ("```", "~~~")
 _UNFINISHED_MARKER = re.compile(r"\[\s*(?:S\d*(?:\s*[,;]\s*(?:S\d*)?)*)?\s*\Z")
-_ABBREVIATIONS = frozenset(
-    {"e.g", "i.e", "etc", "vs", "cf", "approx", "incl", "fig", "no", "dr", "mr", "mrs", "ms", "st", "esp"}
-)
-_WORD_BEFORE_DOT = re.compile(r"([A-Za-z](?:[A-Za-z.]*[A-Za-z])?)\Z")
 
 
 @dataclass
@@ -155,7 +152,7 @@ class SegmentBuffer:
                     st.pos = pos  # look at this character again once we know what follows
                     return False
                 st.boundary = pos + 1
-            elif text[pos + 1].isspace() and not _is_abbreviation(text, pos):
+            elif text[pos + 1].isspace() and not is_abbreviation(text, pos):
                 st.boundary = pos + 1
         return True
 
@@ -203,9 +200,4 @@ def _ends_sentence(text: str, marker: int) -> bool:
     if end == 0:
         return False
     ch = text[end - 1]
-    return ch in _WIDE_ENDS or (ch in _ASCII_ENDS and not _is_abbreviation(text, end - 1))
-
-
-def _is_abbreviation(text: str, dot: int) -> bool:
-    word = _WORD_BEFORE_DOT.search(text, max(0, dot - 24), dot)
-    return bool(word) and (word.group(1).lower() in _ABBREVIATIONS or len(word.group(1)) == 1)
+    return ch in _WIDE_ENDS or (ch in _ASCII_ENDS and not is_abbreviation(text, end - 1))

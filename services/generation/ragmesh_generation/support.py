@@ -46,6 +46,10 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*•]\s+|\d{1,3}[.)]\s+)", re.MULTILINE)
 _TERM = re.compile(r"[^\W_]+(?:(?:_+|[./:\\-])[^\W_]+)*_*")
 _IDENTIFIER_JOINERS = re.compile(r"[_./:\\]")
 _OPENS_A_SENTENCE = set('.!?:;。！？"“([*#>|')
+_ABBREVIATIONS = frozenset(
+    {"e.g", "i.e", "etc", "vs", "cf", "approx", "incl", "fig", "no", "dr", "mr", "mrs", "ms", "st", "esp"}
+)
+_WORD_BEFORE_DOT = re.compile(r"([A-Za-z](?:[A-Za-z.]*[A-Za-z])?)\Z")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _SPLIT_SENTENCES = re.compile(r"((?<=[.!?。！？])\s+|\n+)")
 
@@ -194,8 +198,23 @@ def _term_in(term: str, source: SourceText) -> bool:
 
 
 def sentences(text: str) -> list[str]:
-    """The sentences of a piece of answer text (split at sentence ends and line ends)."""
-    return [part for part in _SENTENCE_END.split(text) if _CITATION.sub("", part).strip(" .,;:!?")]
+    """The sentences of a piece of answer text (split at sentence ends and line ends). A dot
+    after an initial or an abbreviation ends no sentence ("The T. T. Tsui Gallery", "Y. pestis",
+    "e.g. this"), as in the segmenter: cut there, "T." alone has nothing to check and fails."""
+    parts, start = [], 0
+    for end in _SENTENCE_END.finditer(text):
+        if "\n" not in end.group() and text[end.start() - 1] == "." and is_abbreviation(text, end.start() - 1):
+            continue
+        parts.append(text[start:end.start()])
+        start = end.end()
+    parts.append(text[start:])
+    return [part for part in parts if _CITATION.sub("", part).strip(" .,;:!?")]
+
+
+def is_abbreviation(text: str, dot: int) -> bool:
+    """Whether the dot at ``text[dot]`` closes an initial ("T.") or an abbreviation ("e.g.")."""
+    word = _WORD_BEFORE_DOT.search(text, max(0, dot - 24), dot)
+    return bool(word) and (word.group(1).lower() in _ABBREVIATIONS or len(word.group(1)) == 1)
 
 
 def attribute(text: str, sources: dict[str, SourceText]) -> str | None:

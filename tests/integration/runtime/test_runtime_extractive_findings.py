@@ -84,6 +84,18 @@ def test_the_smallest_value_compares_units_of_time(answerer):
     assert answer.text == "High — Runtime: 90 min; Brightness: 1,200 lm [S1]"
 
 
+def test_a_price_is_refused_by_default_when_no_source_holds_one(answerer):
+    """Issue 20's price question over a product folder, answered with the lamp's colours, and the
+    product-docs licence question answered with the licence's name: refused at the defaults now
+    (the answer-form rule, question_types.answer_form), with the coverage rule off."""
+    assert answerer.answer(prompt("What is the price of the lamp?", LIGHT)).text == INSUFFICIENT_EVIDENCE
+    overview = "# Tern\n\nTern is a small job scheduler for build farms.\n\n## Licence\n\nTern is licensed under the Apache License 2.0.\n"
+    assert answerer.answer(prompt("What does the Tern enterprise licence cost?", overview)).text == INSUFFICIENT_EVIDENCE
+    assert answerer.answer(prompt("What is the phone number of Tern support?", overview)).text == INSUFFICIENT_EVIDENCE
+    priced = LIGHT + "\nThe lamp costs $49 in every colour.\n"
+    assert "$49" in answerer.answer(prompt("What is the price of the lamp?", priced)).text
+
+
 @pytest.fixture
 def covering(runtime_models) -> ExtractiveAnswerer:
     """The coverage rule on (RAGMESH_RUNTIME_GENERATOR_MAX_MISSING_SHARE=0.99): off by default,
