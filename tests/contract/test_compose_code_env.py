@@ -187,13 +187,22 @@ def loaded_settings(service: str) -> Any:
     return RuntimeSettings.from_env()
 
 
-@pytest.mark.parametrize("paths", PROJECTS.values(), ids=PROJECTS.keys())
-@pytest.mark.parametrize("service", RAGMESH_SERVICES)
+# Every service each project runs: the GPU overlay runs no CPU runtime (it starts only with
+# --profile cpu-runtime, which the next test checks), so that pair is not a case.
+SERVICE_CASES = [pytest.param(service, paths, id=f"{service}-{name}")
+                 for name, paths in PROJECTS.items() for service in RAGMESH_SERVICES
+                 if not (service == "runtime" and paths == (CORE, GPU))]
+
+
+def test_the_gpu_overlay_runs_the_cpu_runtime_only_on_request() -> None:
+    assert load(GPU)["services"]["runtime"]["profiles"] == ["cpu-runtime"]
+    assert "profiles" not in load(CORE)["services"]["runtime"]
+
+
+@pytest.mark.parametrize(("service", "paths"), SERVICE_CASES)
 def test_each_service_loads_its_settings_from_the_compose_environment(
     compose_env, service: str, paths: tuple[Path, ...]
 ) -> None:
-    if service == "runtime" and paths == (CORE, GPU):
-        pytest.skip("the GPU overlay does not run the CPU runtime")
     compose_env(service, paths)
     settings = loaded_settings(service)  # a bad value exits (SystemExit) naming its variable
     if service == "gateway":
