@@ -42,8 +42,12 @@ MARKER_TEXT = (
     "delete the folder only after that.\n"
 )
 # Written by ragmesh before the marker existed; a folder holding one of these is adopted.
+# Files ragmesh writes in a state folder before (or without) `up` marking it: an older `up`'s, and
+# the caches the model runtime and bench/scale.py keep in the default folder when run on their own
+# (`make test` before `make run` left only those, and `up` refused the folder).
 _EARLIER_STATE = (Path("postgres") / "port", Path("redis") / "port", Path("logs") / "gateway.log",
-                  Path("qdrant"), Path("manifests"))
+                  Path("qdrant"), Path("manifests"), Path("runtime") / "embed-cache.npz")
+_OWN_CACHES = {"runtime": "embed-cache*.npz", "bench-scale": "base-*.npz"}
 # psutil's start times come from the kernel's clock ticks (10 ms) and read the same every time; a
 # pid given to a new process has a later start time.
 _SAME_START_S = 0.05
@@ -190,7 +194,16 @@ class StateFolder:
 
     # --- whose folder -------------------------------------------------------------------------
     def is_ragmesh(self) -> bool:
-        return (self.path / MARKER).is_file() or any((self.path / p).exists() for p in _EARLIER_STATE)
+        return ((self.path / MARKER).is_file() or any((self.path / p).exists() for p in _EARLIER_STATE)
+                or self._holds_only_own_caches())
+
+    def _holds_only_own_caches(self) -> bool:
+        """Every entry is a cache folder of ragmesh's holding only its own cache files."""
+        entries = list(self.path.iterdir()) if self.path.is_dir() else []
+        return bool(entries) and all(
+            entry.is_dir() and entry.name in _OWN_CACHES
+            and all(f.is_file() and f.match(_OWN_CACHES[entry.name]) for f in entry.iterdir())
+            for entry in entries)
 
     def _refusal(self) -> NotRagmeshState:
         return NotRagmeshState(
