@@ -21,7 +21,8 @@ from gateway_process import free_port, gateway_env, running_gateway
 CORPORA = "/api/rag/v1/corpora"
 
 
-async def hammer(urls: list[str], *, seconds: float, concurrency: int) -> tuple[dict[str, dict[int, int]], float]:
+async def hammer(urls: list[str], *, seconds: float,
+                 concurrency: int) -> tuple[dict[str, dict[int, int]], float]:
     """Keep-alive GETs from ``concurrency`` connections per URL for ``seconds``: statuses per URL, and
     the seconds from the first answer to the last (the window the budget refilled over: on a starved
     machine the first answers can come well after the window opened).
