@@ -87,26 +87,21 @@ def asks_for_procedure(question: str) -> bool:
     return bool(_PROCEDURE_QUESTION.search(question))
 
 
+def _first_asked(question: str, kinds) -> str:
+    """The kind of the first (pattern, kind) whose pattern the question matches, else ``""``."""
+    return next((kind for pattern, kind in kinds if pattern.search(question)), "")
+
+
 def expected_kind(question: str) -> str:
-    if _NUMBER_QUESTION.search(question):
-        return NUMBER
-    if _DATE_QUESTION.search(question):
-        return DATE
-    if _PERSON_QUESTION.search(question):
-        return PERSON
-    return ""
+    return _first_asked(question, ((_NUMBER_QUESTION, NUMBER), (_DATE_QUESTION, DATE),
+                                   (_PERSON_QUESTION, PERSON)))
 
 
 def answer_form(question: str) -> str:
     """``price``, ``phone`` or ``email`` when the question asks for a thing of that form
     ("What does the enterprise licence cost?", "What is the phone number of support?"), else ``""``."""
-    if _PHONE_QUESTION.search(question):
-        return PHONE
-    if _EMAIL_QUESTION.search(question):
-        return EMAIL
-    if _PRICE_QUESTION.search(question):
-        return PRICE
-    return ""
+    return _first_asked(question, ((_PHONE_QUESTION, PHONE), (_EMAIL_QUESTION, EMAIL),
+                                   (_PRICE_QUESTION, PRICE)))
 
 
 def holds_form(form: str, text: str) -> bool:
