@@ -25,19 +25,13 @@ DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 def bench_script(name: str):
     """``bench/<name>.py`` as a module, for the tests of a script's functions (bench/ is not a
-    package, and nothing edits ``sys.path``). Loaded once: a second call returns the same module."""
+    package, and nothing edits ``sys.path``)."""
     import importlib.util
 
-    if name in _SCRIPTS:
-        return _SCRIPTS[name]
     spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    _SCRIPTS[name] = module
     return module
-
-
-_SCRIPTS: dict[str, object] = {}
 
 
 def say(message: str) -> None:

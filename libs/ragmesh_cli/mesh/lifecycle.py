@@ -42,11 +42,10 @@ MARKER_TEXT = (
     "delete the folder only after that.\n"
 )
 # Written by ragmesh before the marker existed; a folder holding one of these is adopted.
-# Files ragmesh writes in a state folder before (or without) `up` marking it: an older `up`'s, and
-# the caches the model runtime and bench/scale.py keep in the default folder when run on their own
-# (`make test` before `make run` left only those, and `up` refused the folder).
 _EARLIER_STATE = (Path("postgres") / "port", Path("redis") / "port", Path("logs") / "gateway.log",
-                  Path("qdrant"), Path("manifests"), Path("runtime") / "embed-cache.npz")
+                  Path("qdrant"), Path("manifests"))
+# The caches the model runtime and bench/scale.py keep in the default folder when run on their own
+# (`make test` before `make run` left only those, and `up` refused the folder): folder -> its files.
 _OWN_CACHES = {"runtime": "embed-cache*.npz", "bench-scale": "base-*.npz"}
 # psutil's start times come from the kernel's clock ticks (10 ms) and read the same every time; a
 # pid given to a new process has a later start time.
