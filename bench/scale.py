@@ -1,7 +1,8 @@
 """Search cost of the embedded store as a collection grows: 10k, 100k, 1M chunks built from a real set.
 
     .venv/bin/python bench/scale.py [--chunks 10000,100000,1000000] [--clients 1,16] [--queries 200]
-        [--base 3000] [--ef 128,256] [--work-dir DIR] [--exact] [--quantization none|int8] [--smoke]
+        [--base 3000] [--derive mix|noise] [--noise SIGMA] [--ef 128,256] [--work-dir DIR] [--exact]
+        [--quantization none|int8] [--smoke]
 
 How the N chunks are made (nothing here is random text or random vectors):
 1. SciFact's corpus becomes Markdown files (libs/ragmesh_bench/beir_dataset.py) that the indexer's own scanner
@@ -11,9 +12,18 @@ How the N chunks are made (nothing here is random text or random vectors):
 2. chunk ``j`` of a collection is base chunk ``b = j mod base``: its text, title and payload (so its
    BM25 vector is the base chunk's, from the indexer's LexicalEncoder over the writer's
    ``lexical_text``), a fresh chunk id, and a dense vector that is the base vector itself for the
-   first ``base`` chunks and after that ``normalise(v_b + lam * v_c + sigma * g)``: ``c`` another base
-   chunk, ``lam`` uniform in [0, 0.5), ``g`` standard Gaussian noise, ``sigma`` = ``--noise`` per
-   dimension (seeded per batch, so any batch can be made again for the exact ground truth);
+   first ``base`` chunks and after that derived from real vectors (seeded per batch, so any batch
+   can be made again for the exact ground truth), by ``--derive``:
+   - ``mix`` (the default): ``normalise((1 - w) * v_b + w * v_c + sigma * g)``, a mixture of two
+     real chunks' vectors: ``c`` another base chunk, ``w`` uniform in [0, 0.5), ``g`` standard
+     Gaussian noise at ``sigma`` = ``--noise`` (default 0.002 for ``mix``) per dimension. The
+     copies of one base chunk spread along the directions of other real chunks, as a corpus's
+     related passages do;
+   - ``noise`` (session 21's): ``normalise(v_b + lam * v_c + sigma * g)``, ``lam`` uniform in
+     [0, 0.5), ``sigma`` default 0.02: the isotropic noise (norm ~0.39 in 384 dimensions) is most of
+     what tells one copy of a base chunk from another, so at 1M (333 copies of each of 3,000 base
+     chunks) a query's exact top 10 is 10 of hundreds of copies whose scores differ by that noise
+     alone (docs/performance.md);
 3. the collection is written through the vector-store port (EdgeVectorStore, the embedded default)
    with the indexer writer's ``collection_meta`` and ``stored_point`` in the writer's batches of
    256, its alias set (which starts the HNSW build on a collection of at least
@@ -64,6 +74,8 @@ TOP_K = 10
 CANDIDATES = 50
 BATCH = 256  # the indexer's RAGMESH_INDEXER_UPSERT_BATCH default
 DIM = 384
+# --derive: its default noise sigma per dimension
+DERIVATIONS = {"mix": 0.002, "noise": 0.02}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,7 +84,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--clients", default="1,16", help="comma-separated concurrent clients")
     p.add_argument("--queries", type=int, default=200, help="SciFact test queries per pass")
     p.add_argument("--base", type=int, default=3000, help="real chunks embedded; the rest derive from them")
-    p.add_argument("--noise", type=float, default=0.02, help="Gaussian sigma per dimension of derived vectors")
+    p.add_argument("--derive", choices=tuple(DERIVATIONS), default="mix",
+                   help="how derived vectors are made from the real ones (mix: two real chunks' vectors mixed; "
+                        "noise: session 21's isotropic noise)")
+    p.add_argument("--noise", type=float, default=None,
+                   help="Gaussian sigma per dimension of derived vectors (default: 0.002 for mix, 0.02 for noise)")
     p.add_argument("--dataset", type=Path, default=SCIFACT)
     p.add_argument("--work-dir", type=Path, default=None, help="where collections are built (default: a temp dir)")
     p.add_argument("--cache-dir", type=Path, default=Path(".ragmesh-state/bench-scale"))
@@ -84,6 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the collections' folders")
     p.add_argument("--smoke", action="store_true", help="a tiny pass (2,000 chunks, HNSW from 500) in seconds")
     args = p.parse_args(argv)
+    if args.noise is None:
+        args.noise = DERIVATIONS[args.derive]
     if args.smoke:
         args.chunks, args.clients, args.queries, args.base, args.ef = "2000", "1,4", 12, 48, "64,128"
     return args
@@ -151,19 +169,27 @@ def embed_cached(cache_dir: Path, texts: list[str], queries: list[str]) -> tuple
 
 # --- derived chunks ---------------------------------------------------------------------------
 
-def derived_vectors(base: np.ndarray, start: int, count: int, noise: float) -> np.ndarray:
-    """Vectors of chunks start..start+count (start a multiple of BATCH), the same on every call."""
-    size = len(base)
-    out = np.empty((count, DIM), dtype=np.float32)
-    for offset in range(0, count, BATCH):
-        first = start + offset
-        rows = np.arange(first, min(first + BATCH, start + count))
-        rng = np.random.default_rng([7, first // BATCH])
-        mixed = base[rows % size] + rng.uniform(0, 0.5, (len(rows), 1)).astype(np.float32) * base[
-            rng.integers(0, size, len(rows))] + noise * rng.standard_normal((len(rows), DIM), dtype=np.float32)
-        mixed[rows < size] = base[rows[rows < size]]
-        out[offset:offset + len(rows)] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
-    return out
+class Derivation(msgspec.Struct, frozen=True):
+    """How the vectors of chunks past the base are made from the real ones (--derive, --noise)."""
+
+    kind: str  # a key of DERIVATIONS
+    noise: float
+
+    def vectors(self, base: np.ndarray, start: int, count: int) -> np.ndarray:
+        """Vectors of chunks start..start+count (start a multiple of BATCH), the same on every call."""
+        size = len(base)
+        out = np.empty((count, DIM), dtype=np.float32)
+        for offset in range(0, count, BATCH):
+            first = start + offset
+            rows = np.arange(first, min(first + BATCH, start + count))
+            rng = np.random.default_rng([7, first // BATCH])
+            share = rng.uniform(0, 0.5, (len(rows), 1)).astype(np.float32)
+            other = base[rng.integers(0, size, len(rows))]
+            own = base[rows % size] * (1 - share) if self.kind == "mix" else base[rows % size]
+            mixed = own + share * other + self.noise * rng.standard_normal((len(rows), DIM), dtype=np.float32)
+            mixed[rows < size] = base[rows[rows < size]]
+            out[offset:offset + len(rows)] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
+        return out
 
 
 def chunk_uuid(j: int) -> str:
@@ -181,13 +207,13 @@ def points_for(base: BaseSet, start: int, vectors: np.ndarray) -> list:
     return points
 
 
-def exact_top(base: np.ndarray, n: int, queries: np.ndarray, noise: float) -> list[list[str]]:
+def exact_top(base: np.ndarray, n: int, queries: np.ndarray, derivation: Derivation) -> list[list[str]]:
     """The exact dense top 10 of each query over the n chunks (numpy, a block at a time)."""
     best_scores = np.full((len(queries), TOP_K), -np.inf, dtype=np.float32)
     best_ids = np.zeros((len(queries), TOP_K), dtype=np.int64)
     block = 64 * BATCH
     for start in range(0, n, block):
-        scores = queries @ derived_vectors(base, start, min(block, n - start), noise).T
+        scores = queries @ derivation.vectors(base, start, min(block, n - start)).T
         ids = np.broadcast_to(np.arange(start, start + scores.shape[1]), scores.shape)
         scores = np.concatenate([best_scores, scores], axis=1)
         ids = np.concatenate([best_ids, ids], axis=1)
@@ -198,14 +224,14 @@ def exact_top(base: np.ndarray, n: int, queries: np.ndarray, noise: float) -> li
 
 # --- one collection ---------------------------------------------------------------------------
 
-async def build(store: EdgeVectorStore, base: BaseSet, n: int, noise: float) -> tuple[str, dict]:
+async def build(store: EdgeVectorStore, base: BaseSet, n: int, derivation: Derivation) -> tuple[str, dict]:
     version = f"n{n}"
     name = collection_name(CORPUS, version)
     started = time.perf_counter()
     await store.create_collection(name, DIM, collection_meta(
         base.spec, version, base.identity.model, base.identity, LexicalEncoder(), base.avg_len, n, n))
     for start in range(0, n, BATCH):
-        vectors = derived_vectors(base.vectors, start, min(BATCH, n - start), noise)
+        vectors = derivation.vectors(base.vectors, start, min(BATCH, n - start))
         await store.upsert(name, points_for(base, start, vectors))
     upserted = time.perf_counter()
     await store.set_alias(alias_name(CORPUS), name)  # as a promotion does: starts the graph build
@@ -277,10 +303,12 @@ async def main_async(args: argparse.Namespace) -> int:
     clients = [int(x) for x in args.clients.split(",") if x]
     config = index_config(args)
     base = load_base(args)
+    derivation = Derivation(args.derive, args.noise)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="ragmesh-scale-"))
     print(json.dumps({"bench": "scale", "kind": "config", "base_chunks": len(base.chunks), "queries": len(base.queries),
-                      "noise": args.noise, "cos_derived_to_base": round(float(np.mean(np.sum(
-                          derived_vectors(base.vectors, len(base.chunks), BATCH, args.noise)
+                      "derive": derivation.kind, "noise": derivation.noise,
+                      "cos_derived_to_base": round(float(np.mean(np.sum(
+                          derivation.vectors(base.vectors, len(base.chunks), BATCH)
                           * base.vectors[np.arange(len(base.chunks), len(base.chunks) + BATCH) % len(base.chunks)],
                           axis=1))), 3),
                       "store": "qdrant-edge", "index": msgspec.to_builtins(config), "work_dir": str(work),
@@ -291,8 +319,8 @@ async def main_async(args: argparse.Namespace) -> int:
         before = rss_mb()
         store = EdgeVectorStore(folder, config)
         try:
-            name, built = await build(store, base, n, args.noise)
-            truth = exact_top(base.vectors, n, base.query_vectors, args.noise)
+            name, built = await build(store, base, n, derivation)
+            truth = exact_top(base.vectors, n, base.query_vectors, derivation)
             for ef in [int(x) for x in args.ef.split(",") if x] or [config.hnsw_ef]:
                 store.config = msgspec.structs.replace(config, hnsw_ef=ef)  # read at each query
                 recall_at_10 = await recall(store, name, base, truth)
