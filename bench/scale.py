@@ -98,10 +98,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ef", default="", help="comma-separated RAGMESH_VECTOR_HNSW_EF values to measure on each "
                    "collection (default: the setting's one)")
     p.add_argument("--keep", action="store_true", help="keep the collections' folders")
+    p.add_argument("--reuse", action="store_true",
+                   help="search the collections an earlier --keep run left in --work-dir (same --base, --derive, "
+                        "--noise) instead of building them again: its build figures are repeated, reused: true")
     p.add_argument("--smoke", action="store_true", help="a tiny pass (2,000 chunks, HNSW from 500) in seconds")
     args = p.parse_args(argv)
     if args.noise is None:
         args.noise = DERIVATIONS[args.derive]
+    if args.reuse and not (args.work_dir and args.keep):
+        p.error("--reuse needs the --work-dir of a --keep run, and --keep")
     if args.smoke:
         args.chunks, args.clients, args.queries, args.base, args.ef = "2000", "1,4", 12, 48, "64,128"
     return args
@@ -224,6 +229,21 @@ def exact_top(base: np.ndarray, n: int, queries: np.ndarray, derivation: Derivat
 
 # --- one collection ---------------------------------------------------------------------------
 
+BUILD_RECORD = "scale-build.json"  # how a kept collection was made, and its build figures
+
+
+def kept_build(folder: Path, made: dict) -> dict | None:
+    """The build figures of the collection a --keep run left in ``folder``, when it was made as
+    ``made`` says (chunks, base, derivation); None when there is none to reuse."""
+    record = folder / BUILD_RECORD
+    if not record.exists():
+        return None
+    saved = json.loads(record.read_text())
+    if any(saved.get(key) != value for key, value in made.items()):
+        return None
+    return {**{key: value for key, value in saved.items() if key not in made}, "reused": True}
+
+
 async def build(store: EdgeVectorStore, base: BaseSet, n: int, derivation: Derivation) -> tuple[str, dict]:
     version = f"n{n}"
     name = collection_name(CORPUS, version)
@@ -315,11 +335,18 @@ async def main_async(args: argparse.Namespace) -> int:
                       "cpus": os.cpu_count()}), flush=True)
     for n in sizes:
         folder = work / f"n{n}"
-        shutil.rmtree(folder, ignore_errors=True)
+        made = {"chunks": n, "base_chunks": len(base.chunks), **msgspec.to_builtins(derivation)}
+        built = kept_build(folder, made) if args.reuse else None
+        if built is None:
+            shutil.rmtree(folder, ignore_errors=True)
         before = rss_mb()
         store = EdgeVectorStore(folder, config)
         try:
-            name, built = await build(store, base, n, derivation)
+            if built is None:
+                name, built = await build(store, base, n, derivation)
+                (folder / BUILD_RECORD).write_text(json.dumps({**made, **built}))
+            else:
+                name = collection_name(CORPUS, f"n{n}")
             truth = exact_top(base.vectors, n, base.query_vectors, derivation)
             for ef in [int(x) for x in args.ef.split(",") if x] or [config.hnsw_ef]:
                 store.config = msgspec.structs.replace(config, hnsw_ef=ef)  # read at each query
