@@ -80,8 +80,9 @@ from search_latency import measure
 
 from ragmesh_bench.beir_dataset import load_beir
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
-from ragmesh_bench.overhead_report import LAYERS, batching_of, profile_shares, smoke_failures
+from ragmesh_bench.overhead_report import LAYERS, batching_of, hop_breakdown, profile_shares, smoke_failures
 from ragmesh_cli.mesh import Mesh
+from ragmesh_common.span_file import default_span_file, read_span_records
 
 SERVICES = ("runtime", "retrieval", "rerank", "gateway")
 SEARCH = "/api/rag/v1/search"
@@ -241,7 +242,8 @@ async def runtime_passes(runtime: httpx.AsyncClient) -> dict[str, float]:
 
 
 async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search,
-                        layers: dict[str, Search], runtime: httpx.AsyncClient) -> None:
+                        layers: dict[str, Search], runtime: httpx.AsyncClient) -> tuple[int, int]:
+    """The passes of one level; returns when the warm gateway pass ran (wall clock, ns), for its hops."""
     counters = await runtime_passes(runtime)
     fresh, _ = await run_pass(via_gateway, queries, level)
     # /embed of each query (retrieval) and /rerank of its candidates, shared passes or not.
@@ -250,7 +252,9 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
         fresh["goal"] = GOAL_FRESH_MS
         fresh["goal_met"] = all(fresh[k] <= limit for k, limit in GOAL_FRESH_MS.items())
     emit(kind="pass", path="gateway_fresh", **fresh)
+    warm_started = time.time_ns()
     warm, via_gateway_found = await run_pass(via_gateway, queries, level)
+    warm_window = (warm_started, time.time_ns())
     emit(kind="pass", path="gateway_warm", **warm)
     await run_pass(in_process, queries, level)  # untimed: fills the in-process query-embedding LRU
     local, in_process_found = await run_pass(in_process, queries, level)
@@ -261,6 +265,7 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
     for name, search in layers.items():
         stats, _ = await run_pass(search, queries, level)
         emit(kind="pass", path=name, **stats)
+    return warm_window
 
 
 async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, batch: int = 32) -> dict:
@@ -279,7 +284,8 @@ async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, bat
 
 
 async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
-                      levels: list[int], sets: list[list[str]], warmup: list[str], config: dict) -> None:
+                      levels: list[int], sets: list[list[str]], warmup: list[str], config: dict,
+                      warm_windows: dict[int, tuple[int, int]]) -> None:
     limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
     try:
         await pipeline.open()
@@ -299,7 +305,7 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
             await warm_up("in-process", in_process, warmup, corpus)
             emit(kind="config", corpus=corpus, **config, index=await pipeline.index_stats(corpus))
             for level, queries in zip(levels, sets):
-                await measure_level(level, queries, via_gateway, in_process, layers, runtime)
+                warm_windows[level] = await measure_level(level, queries, via_gateway, in_process, layers, runtime)
     finally:
         await pipeline.close()
 
@@ -420,16 +426,22 @@ def main(argv: list[str] | None = None) -> int:
         mesh = build_mesh(args.state_dir, database_url(server, args.database), work / "runtime-vectors.npz")
         pipeline = InProcessPipeline(mesh.env(), work)  # copies the store before retrieval locks it
         profiler = None
+        warm_windows: dict[int, tuple[int, int]] = {}
         try:
             start_mesh(mesh)
             if args.profile_gateway:
                 profiler = start_profiler(mesh, args.profile_gateway)
             config = run_config(args, levels, sets, pipeline, cache)
-            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config))
+            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, warm_windows))
         finally:
             mesh.stop()
             if profiler is not None:
                 profiler.wait(timeout=60)  # py-spy writes its file once the gateway has exited
+        # Every process flushed its spans as it stopped: where each warm search's time went.
+        span_file = Path(mesh.env().get("RAGMESH_TRACE_FILE") or default_span_file(args.state_dir))
+        spans = list(read_span_records(span_file, containing=b'"start_ns"'))
+        for level, (start_ns, end_ns) in warm_windows.items():
+            emit(kind="hops", concurrency=level, path="gateway_warm", **hop_breakdown(spans, start_ns, end_ns))
         if profiler is not None:
             emit(kind="profile", of="gateway", file=str(args.profile_gateway), **profile_shares(args.profile_gateway))
     return 0

@@ -1,9 +1,13 @@
 """What bench/mesh_overhead.py makes of its figures: the passes its smoke run must print, the
-runtime's batching between two readings of its counters, and the gateway profile's share per layer.
+runtime's batching between two readings of its counters, the gateway profile's share per layer, and
+where one search's time goes hop by hop (from the spans every process writes).
 Pure functions of what the bench read, so tests check them without starting a mesh."""
 
 from __future__ import annotations
 
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +79,61 @@ def smoke_failures(lines: list[dict], levels: list[int]) -> list[str]:
             elif line["errors"] or not line["requests"] or line.get("p50_ms") is None:
                 problems.append(f"{path} at {level} clients: {line}")
     ratios = {line["concurrency"]: line for line in lines if line.get("kind") == "ratio"}
+    hops = {line["concurrency"]: line for line in lines if line.get("kind") == "hops"}
     for level in levels:
         if ratios.get(level, {}).get("same_results") is None:
             problems.append(f"no ratio line with same_results at {level} clients")
+        if not hops.get(level, {}).get("searches"):
+            problems.append(f"no hops line with searches at {level} clients (span names changed?)")
     return problems
+
+
+# The spans of one search through the gateway, as each process names them (service, kind, name).
+_SEARCH_SPANS = {
+    "gateway": ("ragmesh-gateway", "SERVER", "POST /api/rag/v1/search"),
+    "retrieval_call": ("ragmesh-gateway", "CLIENT", "/ragmesh.v1.Retrieval/Search"),
+    "retrieval": ("ragmesh-retrieval", "SERVER", "/ragmesh.v1.Retrieval/Search"),
+    "store": ("ragmesh-retrieval", "CLIENT", "qdrant.query_points"),
+    "rerank_call": ("ragmesh-gateway", "CLIENT", "/ragmesh.v1.Rerank/Rerank"),
+    "rerank": ("ragmesh-rerank", "SERVER", "/ragmesh.v1.Rerank/Rerank"),
+    "runtime_call": ("ragmesh-rerank", "CLIENT", "POST"),
+    "runtime": ("ragmesh-runtime", "SERVER", "POST /rerank"),
+}
+# Each hop's time in one search, from its spans' durations (ms): what a process does itself is its
+# span less the calls it makes; a hop is the caller's client span less the callee's server span
+# (serialising, the loopback, waking the other process).
+HOPS: dict[str, Any] = {
+    "gateway_own": lambda d: d["gateway"] - d["retrieval_call"] - d["rerank_call"],
+    "retrieval_hop": lambda d: d["retrieval_call"] - d["retrieval"],
+    "retrieval_own": lambda d: d["retrieval"] - d["store"] - d.get("query_embedding", 0.0),
+    "store": lambda d: d["store"],
+    "rerank_hop": lambda d: d["rerank_call"] - d["rerank"],
+    "rerank_own": lambda d: d["rerank"] - d["runtime_call"],
+    "runtime_hop": lambda d: d["runtime_call"] - d["runtime"],
+    "runtime": lambda d: d["runtime"],
+}
+
+
+def hop_breakdown(spans: Iterable[dict[str, Any]], start_ns: int, end_ns: int) -> dict[str, Any]:
+    """Median ms per hop over the searches whose gateway span started within [start_ns, end_ns),
+    with ``searches`` (how many had every span) and ``gateway_ms`` (the gateway span itself)."""
+    by_trace: dict[str, dict[str, float]] = defaultdict(dict)
+    wanted = {key: role for role, key in _SEARCH_SPANS.items()}
+    started: dict[str, int] = {}
+    for span in spans:
+        duration = (span["end_ns"] - span["start_ns"]) / 1e6
+        role = wanted.get((span.get("service"), span.get("kind"), span.get("name")))
+        if role is None and span.get("service") == "ragmesh-retrieval" and str(span.get("name", "")).startswith("embeddings"):
+            role = "query_embedding"
+        if role is None:
+            continue
+        by_trace[span["trace_id"]].setdefault(role, duration)
+        if role == "gateway":
+            started[span["trace_id"]] = span["start_ns"]
+    complete = [d for trace, d in by_trace.items()
+                if start_ns <= started.get(trace, -1) < end_ns and all(role in d for role in _SEARCH_SPANS)]
+    if not complete:
+        return {"searches": 0}
+    return {"searches": len(complete),
+            "gateway_ms": round(statistics.median(d["gateway"] for d in complete), 2),
+            "median_ms": {hop: round(statistics.median(of(d) for d in complete), 2) for hop, of in HOPS.items()}}

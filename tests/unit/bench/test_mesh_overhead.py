@@ -10,7 +10,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
-from ragmesh_bench.overhead_report import LAYERS, batching_of, profile_shares, smoke_failures
+from ragmesh_bench.overhead_report import LAYERS, batching_of, hop_breakdown, profile_shares, smoke_failures
 from ragmesh_runtime.encoder import MiniLmEncoder, SequenceVectorCache
 from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
 
@@ -111,8 +111,41 @@ def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
 
     lines = [line(p, 1) for p in ("gateway_fresh", "gateway_warm", "inprocess_warm", *LAYERS)]
     lines.append({"kind": "ratio", "concurrency": 1, "same_results": 1.0})
+    lines.append({"kind": "hops", "concurrency": 1, "searches": 4})
     assert smoke_failures(lines, [1]) == []
     assert smoke_failures(lines[1:], [1]) == ["no gateway_fresh pass at 1 clients"]
+    assert smoke_failures(lines[:-1] + [{"kind": "hops", "concurrency": 1, "searches": 0}], [1]) == [
+        "no hops line with searches at 1 clients (span names changed?)"]
     lines[1] = line("gateway_warm", 1, errors=2)
     (problem,) = smoke_failures(lines, [1])
     assert problem.startswith("gateway_warm at 1 clients")
+
+
+def _search_spans(trace: str, start_ms: float, ms: dict[str, float]) -> list[dict]:
+    """One search's spans as the processes write them, each starting at start_ms (ms since 0)."""
+    names = {"gateway": ("ragmesh-gateway", "SERVER", "POST /api/rag/v1/search"),
+             "retrieval_call": ("ragmesh-gateway", "CLIENT", "/ragmesh.v1.Retrieval/Search"),
+             "retrieval": ("ragmesh-retrieval", "SERVER", "/ragmesh.v1.Retrieval/Search"),
+             "store": ("ragmesh-retrieval", "CLIENT", "qdrant.query_points"),
+             "query_embedding": ("ragmesh-retrieval", "CLIENT", "embeddings all-MiniLM-L6-v2-onnx-int8"),
+             "rerank_call": ("ragmesh-gateway", "CLIENT", "/ragmesh.v1.Rerank/Rerank"),
+             "rerank": ("ragmesh-rerank", "SERVER", "/ragmesh.v1.Rerank/Rerank"),
+             "runtime_call": ("ragmesh-rerank", "CLIENT", "POST"),
+             "runtime": ("ragmesh-runtime", "SERVER", "POST /rerank")}
+    start = int(start_ms * 1e6)
+    return [{"trace_id": trace, "span_id": role, "service": service, "kind": kind, "name": name,
+             "start_ns": start, "end_ns": start + int(ms[role] * 1e6)}
+            for role, (service, kind, name) in names.items() if role in ms]
+
+
+def test_the_hops_of_a_search_are_its_spans_less_what_they_call() -> None:
+    one = {"gateway": 26.0, "retrieval_call": 12.0, "retrieval": 10.0, "store": 7.5, "query_embedding": 0.5,
+           "rerank_call": 10.0, "rerank": 8.0, "runtime_call": 6.0, "runtime": 4.0}
+    spans = _search_spans("a", 1000, one) + _search_spans("b", 1010, {**one, "gateway": 30.0, "store": 8.5})
+    spans += _search_spans("early", 10, one)  # before the window
+    spans += _search_spans("partial", 1020, {k: v for k, v in one.items() if k != "runtime"})  # a span missing
+    found = hop_breakdown(spans, int(1000 * 1e6), int(2000 * 1e6))
+    assert found == {"searches": 2, "gateway_ms": 28.0, "median_ms": {
+        "gateway_own": 6.0, "retrieval_hop": 2.0, "retrieval_own": 1.5, "store": 8.0, "rerank_hop": 2.0,
+        "rerank_own": 2.0, "runtime_hop": 2.0, "runtime": 4.0}}
+    assert hop_breakdown(spans, 0, int(5 * 1e6)) == {"searches": 0}
