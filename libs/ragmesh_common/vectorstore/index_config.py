@@ -34,8 +34,8 @@ DEFAULT_HNSW_MIN_POINTS = 20_000
 
 class VectorIndexConfig(msgspec.Struct, frozen=True):
     hnsw_min_points: int = DEFAULT_HNSW_MIN_POINTS  # RAGMESH_VECTOR_HNSW_MIN_POINTS
-    hnsw_m: int = 16  # RAGMESH_VECTOR_HNSW_M: graph edges per node
-    hnsw_ef_construct: int = 100  # RAGMESH_VECTOR_HNSW_EF_CONSTRUCT
+    hnsw_m: int = 32  # RAGMESH_VECTOR_HNSW_M: graph edges per node (bench/scale.py: docs/performance.md)
+    hnsw_ef_construct: int = 200  # RAGMESH_VECTOR_HNSW_EF_CONSTRUCT
     # RAGMESH_VECTOR_HNSW_EF: candidates at query time (at least the request's limit). 256: recall@10
     # 0.9895 at 100k SciFact-derived chunks, where 128 gave 0.978, at no measurable latency cost.
     hnsw_ef: int = 256
@@ -88,8 +88,8 @@ def load_index_config(service: str) -> VectorIndexConfig:
     try:
         return VectorIndexConfig(
             hnsw_min_points=env_int("RAGMESH_VECTOR_HNSW_MIN_POINTS", DEFAULT_HNSW_MIN_POINTS),
-            hnsw_m=env_int("RAGMESH_VECTOR_HNSW_M", 16),
-            hnsw_ef_construct=env_int("RAGMESH_VECTOR_HNSW_EF_CONSTRUCT", 100),
+            hnsw_m=env_int("RAGMESH_VECTOR_HNSW_M", 32),
+            hnsw_ef_construct=env_int("RAGMESH_VECTOR_HNSW_EF_CONSTRUCT", 200),
             hnsw_ef=env_int("RAGMESH_VECTOR_HNSW_EF", 256),
             quantization=env_str("RAGMESH_VECTOR_QUANTIZATION", "none").strip().lower(),
             rescore=env_bool("RAGMESH_VECTOR_RESCORE", True),
