@@ -130,8 +130,9 @@ class RerankSettings(msgspec.Struct, frozen=True):
 class GeneratorSettings(msgspec.Struct, frozen=True):
     model_id: str = EXTRACTIVE_MODEL_ID  # RAGMESH_RUNTIME_GENERATOR_MODEL_ID
     # Below this best unit score the answer is INSUFFICIENT_EVIDENCE (calibrated on the tuning
-    # halves of the answer sets: bench/tune_answerer.py, docs/answers.md).
-    min_score: float = 0.5  # RAGMESH_RUNTIME_GENERATOR_MIN_SCORE
+    # halves of the answer sets: bench/tune_answerer.py, docs/answers.md; 0.5 before session 26,
+    # when the coverage rule, now on, took over refusing questions about what no source mentions).
+    min_score: float = 0.49  # RAGMESH_RUNTIME_GENERATOR_MIN_SCORE
     # Chinese questions are scored by character-bigram overlap alone (see generator/extractive.py).
     cjk_min_overlap: float = 0.25  # RAGMESH_RUNTIME_GENERATOR_CJK_MIN_OVERLAP
     max_units: int = 3  # RAGMESH_RUNTIME_GENERATOR_MAX_UNITS: units copied into one answer
