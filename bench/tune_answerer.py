@@ -61,6 +61,7 @@ def _dump_from_embedded_mesh(args: argparse.Namespace) -> int:
 def replay(args: argparse.Namespace) -> int:
     from ragmesh_runtime.generator.extractive import ExtractiveAnswerer
     from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt, EvidenceSource
+    from ragmesh_runtime.generator.word_neighbours import WordNeighbours
     from ragmesh_runtime.models import load_models
     from ragmesh_runtime.settings import GeneratorSettings, RuntimeSettings
 
@@ -70,7 +71,8 @@ def replay(args: argparse.Namespace) -> int:
     questions = [q for q in load_questions(args.dataset) if args.split == "all" or split_of(q) == args.split]
     overrides = [dict(zip(args.vary, values)) for values in _grid(args)]
     # The signals do not depend on the weights: compute them once, weigh them per setting.
-    base = ExtractiveAnswerer(models.encoder, GeneratorSettings.from_env())  # env: the signals themselves
+    neighbours = WordNeighbours.shared()  # one set of static word vectors for every setting
+    base = ExtractiveAnswerer(models.encoder, GeneratorSettings.from_env(), neighbours)  # env: the signals themselves
     prepared = []
     for q in questions:
         saved = evidence[q.id][: args.sources or None]
@@ -83,7 +85,8 @@ def replay(args: argparse.Namespace) -> int:
     evidence_hit = round(sum(any(contains_gold(s.text, q.answers) for s in prompt.sources)
                              for q, prompt in answerable) / len(answerable), 4) if answerable else None
     for override in overrides:
-        answerer = ExtractiveAnswerer(models.encoder, msgspec.structs.replace(GeneratorSettings.from_env(), **override))
+        answerer = ExtractiveAnswerer(models.encoder, msgspec.structs.replace(GeneratorSettings.from_env(), **override),
+                                      neighbours)
         outcomes = []
         for q, prompt, features in prepared:
             if not features:

@@ -23,13 +23,17 @@ maximum", "what does X mean", ``ANSWER_FORM``), and a closing clause that names 
 (", in degrees Celsius?": the source writes °C). A stemmed term is also found as a one-letter
 variant ("licence" for "license") or a prefix of four letters or more ("cert" for "certificate");
 an acronym is found spelt out ("AAA": "the American Automobile Association").
+
+Given a ``near`` (word_neighbours.py), a missing term also counts as found when a word of the
+sources is close to it in meaning, at least ``near_similarity`` ("Earth's" for "planet's"):
+paraphrase is how a reader asks about what a source says in its own words.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from ragmesh_runtime.generator.lexical import content_terms
 
@@ -79,7 +83,12 @@ def _acronym(token: str) -> bool:
     return (token.isupper() and any(ch.isalpha() for ch in token)) or any(ch.isdigit() for ch in token)
 
 
-def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: float) -> list[str]:
+# closest(words, candidates) -> each word's largest similarity to a candidate (word_neighbours.py)
+NearWords = Callable[[Sequence[str], Sequence[str]], list[float]]
+
+
+def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: float,
+                      near: NearWords | None = None, near_similarity: float = 1.0) -> list[str]:
     """The question's key terms found in none of ``texts``, one per source (its title, heading
     and text), empty when the evidence covers the question."""
     question = _FORM_CLAUSE.sub("?", question)
@@ -89,6 +98,8 @@ def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: fl
     texts = list(texts)
     found = frozenset().union(*(content_terms(text) for text in texts))
     missing = frozenset(t for t in terms - found if not _variant_found(t, found))
+    if missing and near is not None and near_similarity < 1.0:
+        missing = missing - _found_by_meaning(question, missing, texts, near, near_similarity)
     if not missing:
         return []
     phrases = question_names(question)
@@ -111,6 +122,19 @@ def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: fl
     if len(missing) >= MIN_MISSING_TERMS and len(missing) / len(terms) > max_missing_share:
         return sorted(missing)
     return []
+
+
+def _found_by_meaning(question: str, missing: frozenset[str], texts: list[str], near: NearWords,
+                      similarity: float) -> frozenset[str]:
+    """The missing stems whose word, as the question writes it, has a word of the sources at least
+    ``similarity`` close in meaning."""
+    words = {}
+    for token in _TOKEN.findall(question):
+        for term in content_terms(token) & missing:
+            words.setdefault(term, token)
+    candidates = list(dict.fromkeys(token for text in texts for token in _TOKEN.findall(text)))
+    closeness = near(list(words.values()), candidates)
+    return frozenset(term for term, score in zip(words, closeness) if score >= similarity)
 
 
 def _variant_found(term: str, found: frozenset[str]) -> bool:

@@ -46,6 +46,7 @@ from ragmesh_runtime.generator.question_types import (
     holds_form,
 )
 from ragmesh_runtime.generator.table_extremes import extreme_row
+from ragmesh_runtime.generator.word_neighbours import WordNeighbours
 from ragmesh_runtime.generator.units import CODE_LINE, SENTENCE, TABLE_ROW, AnswerUnit, split_units
 from ragmesh_runtime.settings import GeneratorSettings
 
@@ -105,9 +106,12 @@ class ExtractiveAnswer:
 
 
 class ExtractiveAnswerer:
-    def __init__(self, encoder: MiniLmEncoder, settings: GeneratorSettings) -> None:
+    def __init__(self, encoder: MiniLmEncoder, settings: GeneratorSettings,
+                 word_neighbours: WordNeighbours | None = None) -> None:
         self._encoder = encoder
         self._settings = settings
+        # Static word vectors for the coverage rule's paraphrases, loaded when first needed.
+        self._word_neighbours = word_neighbours or WordNeighbours.shared()
 
     def answer(self, prompt: EvidencePrompt) -> ExtractiveAnswer:
         candidates = self.candidates(prompt)
@@ -207,7 +211,8 @@ class ExtractiveAnswerer:
         if is_mostly_cjk(prompt.question) or self._settings.max_missing_share >= 1.0:
             return []
         texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
-        return missing_key_terms(prompt.question, texts, self._settings.max_missing_share)
+        return missing_key_terms(prompt.question, texts, self._settings.max_missing_share,
+                                 self._word_neighbours.closest, self._settings.near_term_similarity)
 
     def formless(self, prompt: EvidencePrompt) -> str:
         """The form of answer the question asks for (a price, a phone number, an email address)
