@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                 profiler.wait(timeout=60)  # py-spy writes its file once the gateway has exited
         # Every process flushed its spans as it stopped: where each warm search's time went.
         span_file = Path(mesh.env().get("RAGMESH_TRACE_FILE") or default_span_file(args.state_dir))
-        spans = list(read_span_records(span_file, containing=b'"start_ns"'))
+        spans = list(read_span_records(span_file))
         for level, (start_ns, end_ns) in warm_windows.items():
             emit(kind="hops", concurrency=level, path="gateway_warm", **hop_breakdown(spans, start_ns, end_ns))
         if profiler is not None:

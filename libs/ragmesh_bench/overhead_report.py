@@ -89,7 +89,7 @@ def smoke_failures(lines: list[dict], levels: list[int]) -> list[str]:
 
 
 # The spans of one search through the gateway, as each process names them (service, kind, name).
-_SEARCH_SPANS = {
+SEARCH_SPANS = {
     "gateway": ("ragmesh-gateway", "SERVER", "POST /api/rag/v1/search"),
     "retrieval_call": ("ragmesh-gateway", "CLIENT", "/ragmesh.v1.Retrieval/Search"),
     "retrieval": ("ragmesh-retrieval", "SERVER", "/ragmesh.v1.Retrieval/Search"),
@@ -118,7 +118,7 @@ def hop_breakdown(spans: Iterable[dict[str, Any]], start_ns: int, end_ns: int) -
     """Median ms per hop over the searches whose gateway span started within [start_ns, end_ns),
     with ``searches`` (how many had every span) and ``gateway_ms`` (the gateway span itself)."""
     by_trace: dict[str, dict[str, float]] = defaultdict(dict)
-    wanted = {key: role for role, key in _SEARCH_SPANS.items()}
+    wanted = {key: role for role, key in SEARCH_SPANS.items()}
     started: dict[str, int] = {}
     for span in spans:
         duration = (span["end_ns"] - span["start_ns"]) / 1e6
@@ -131,7 +131,7 @@ def hop_breakdown(spans: Iterable[dict[str, Any]], start_ns: int, end_ns: int) -
         if role == "gateway":
             started[span["trace_id"]] = span["start_ns"]
     complete = [d for trace, d in by_trace.items()
-                if start_ns <= started.get(trace, -1) < end_ns and all(role in d for role in _SEARCH_SPANS)]
+                if start_ns <= started.get(trace, -1) < end_ns and all(role in d for role in SEARCH_SPANS)]
     if not complete:
         return {"searches": 0}
     return {"searches": len(complete),
