@@ -208,17 +208,42 @@ def probe_ok(mesh: DrillMesh, corpus: str) -> float | None:
     return time.monotonic() if response.status_code == 200 else None
 
 
+BULK = "bulk@main"
+
+
+def start_bulk_build(mesh: DrillMesh) -> subprocess.Popen:
+    """The build the indexer drill interrupts: a new corpus of the repository's docs/ (some 750
+    chunks, none embedded yet). Before: a forced rebuild of the served corpus, whose vectors are all
+    reused from the active version, finished within the drill's 1 s wait in CI (exit 0) and was never
+    interrupted."""
+    root = mesh.state / "corpora" / "bulk"
+    if not root.exists():
+        shutil.copytree(ROOT / "docs", root)
+    return subprocess.Popen([sys.executable, "-m", "ragmesh_cli.main", "index", "build", "--corpus", BULK,
+                             "--source", str(root), "--force",
+                             "--addr", f"127.0.0.1:{mesh.ports.port('indexer')}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def bulk_candidate(mesh: DrillMesh) -> str:
+    """The state of the bulk corpus's newest version ("" while none is registered): "candidate"
+    while its chunks are being embedded and written."""
+    try:
+        response = sync_ask(mesh.gateway, "GET", f"{API}/internal/index/status?corpus={BULK}")
+    except Exception:  # noqa: BLE001 - the indexer may be down; "not yet" is the answer
+        return ""
+    versions = response.json().get("versions", []) if response.status_code == 200 else []
+    return versions[0]["state"] if versions else ""
+
+
 def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus: str,
               store_down_s: float) -> Row:
     before = snapshot(mesh, canary, corpus)
     time.sleep(WARM_S)
     build = None
     if drill.name == "indexer":
-        # A build under way (a forced rebuild of the served corpus: a candidate, never promoted).
-        build = subprocess.Popen([sys.executable, "-m", "ragmesh_cli.main", "index", "build", "--corpus", corpus,
-                                  "--force", "--addr", f"127.0.0.1:{mesh.ports.port('indexer')}"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(1.0)
+        build = start_bulk_build(mesh)
+        wait_for(lambda: bulk_candidate(mesh) == "candidate" or build.poll() is not None)
     if drill.kind == "service":
         old = mesh.children()[drill.name]
         killed_at = time.monotonic()
@@ -243,7 +268,8 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         probe = "index status answered again"
     if build is not None:
         build.wait(timeout=120)
-        probe = f"interrupted build exited {build.returncode}; status answered again"
+        probe = (f"interrupted build exited {build.returncode}; its candidate is {bulk_candidate(mesh)}; "
+                 "status answered again")
     time.sleep(SETTLE_S)
     ended_at = time.monotonic()
     samples = load.since(killed_at, ended_at)

@@ -85,7 +85,10 @@ def test_the_supervisor_reported_every_restart(drills) -> None:
 
 def test_an_interrupted_build_fails_and_the_served_version_stays(rows) -> None:
     assert "interrupted build exited" in rows["indexer"]["probe"]
+    # CI, 2026-12-04: "exited 0" - the build it meant to interrupt had already finished.
     assert "exited 0" not in rows["indexer"]["probe"], rows["indexer"]
+    # The restarted indexer fails the candidate the dead one left half-built, before it serves.
+    assert "its candidate is failed" in rows["indexer"]["probe"], rows["indexer"]
     assert rows["indexer"]["data_lost"] == []
 
 
