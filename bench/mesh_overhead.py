@@ -46,6 +46,12 @@ What it does:
 ``--profile-gateway FILE``: py-spy samples the gateway process for the whole run (``--nonblocking``:
 it never pauses the process, so the figures stand) into FILE (py-spy's collapsed stacks); after the
 run a ``profile`` line gives each layer's share of the samples taken while serving (start-up left out).
+``--profile runtime=FILE`` (or retrieval, rerank; repeatable) samples that process the same way, and
+its ``profile`` line names the functions most of its busy samples were in.
+
+Each pass line also has ``cpu_ms_per_search``: the CPU (user + system) each process of the mesh,
+and this one (``bench``: the clients, and the in-process path), spent per search during the pass.
+With few cores their ``total`` bounds the searches per second at many clients.
 docs/performance.md shows one.
 
 ``--smoke``: the whole run above on a dozen built-in documents (indexed first by
@@ -80,7 +86,8 @@ from search_latency import measure
 
 from ragmesh_bench.beir_dataset import load_beir
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
-from ragmesh_bench.overhead_report import LAYERS, batching_of, hop_breakdown, profile_shares, smoke_failures
+from ragmesh_bench.overhead_report import (LAYERS, batching_of, cpu_ms_per_search, hop_breakdown, profile_shares,
+                                           smoke_failures, top_frames)
 from ragmesh_cli.mesh import Mesh
 from ragmesh_common.span_file import default_span_file, read_span_records
 
@@ -107,9 +114,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="skip replaying the indexer's /embed calls (start from a runtime that never saw the chunks)")
     p.add_argument("--profile-gateway", type=Path, default=None,
                    help="py-spy the gateway into this file (collapsed stacks) and print each layer's share")
+    p.add_argument("--profile", action="append", default=[], metavar="SERVICE=FILE",
+                   help="py-spy another process of the mesh (runtime, retrieval, rerank) into FILE and print "
+                        "the functions its busy samples were in; repeatable")
     p.add_argument("--smoke", action="store_true",
                    help="a tiny built-in corpus, indexed here first; checks the lines, not the figures")
     args = p.parse_args(argv)
+    args.profiles = {svc: Path(file) for svc, _, file in (spec.partition("=") for spec in args.profile)}
+    if args.profile_gateway:
+        args.profiles["gateway"] = args.profile_gateway
+    unknown = set(args.profiles) - set(SERVICES)
+    if unknown or not all(str(f) not in ("", ".") for f in args.profiles.values()):
+        p.error(f"--profile takes SERVICE=FILE, SERVICE one of {', '.join(SERVICES)}")
     if not args.smoke and not (args.dataset and args.state_dir and args.database):
         p.error("--dataset, --state-dir and --database are required (or --smoke)")
     return args
@@ -186,9 +202,27 @@ def retrieval_grpc(channel: Any, corpus: str, candidates: int) -> Search:
     return search
 
 
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """Each process's CPU seconds so far (user + system); ``bench`` is this process: the clients, and
+    the in-process path's retrieval and rerank when it runs."""
+    import psutil
+
+    out = {}
+    for name, pid in {**pids, "bench": os.getpid()}.items():
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        out[name] = times.user + times.system
+    return out
+
+
+PIDS: dict[str, int] = {}  # the mesh's processes, by service, once started
+
+
 async def run_pass(search: Search, queries: list[str], concurrency: int) -> tuple[dict, dict[str, list[str]]]:
-    """search_latency.measure over ``queries``; also each query's chunk ids, the degraded answers and
-    the first error."""
+    """search_latency.measure over ``queries``; also each query's chunk ids, the degraded answers, the
+    first error and the CPU each process spent per search."""
     found: dict[str, list[str]] = {}
     degraded = 0
     first_error = ""
@@ -203,7 +237,9 @@ async def run_pass(search: Search, queries: list[str], concurrency: int) -> tupl
         found[query] = ids
         degraded += bool(skipped)
 
+    cpu_before = cpu_seconds(PIDS)
     stats = await measure(call, queries, concurrency)
+    stats["cpu_ms_per_search"] = cpu_ms_per_search(cpu_before, cpu_seconds(PIDS), len(queries))
     stats["degraded"] = degraded
     if first_error:
         stats["first_error"] = first_error
@@ -328,13 +364,13 @@ def run_config(args: argparse.Namespace, levels: list[int], sets: list[list[str]
 
 # --- the gateway's profile (its layers: ragmesh_bench.overhead_report) -------------------------
 
-def start_profiler(mesh: Mesh, target: Path) -> Any:
+def start_profiler(mesh: Mesh, service: str, target: Path) -> Any:
     import shutil
     import subprocess
 
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     return subprocess.Popen([py_spy, "record", "--nonblocking", "--rate", "50", "--format", "raw", "-o",
-                             str(target), "--pid", str(mesh.processes["gateway"].pid)],
+                             str(target), "--pid", str(mesh.processes[service].pid)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -425,25 +461,25 @@ def main(argv: list[str] | None = None) -> int:
                                     [q for s in sets for q in s])
         mesh = build_mesh(args.state_dir, database_url(server, args.database), work / "runtime-vectors.npz")
         pipeline = InProcessPipeline(mesh.env(), work)  # copies the store before retrieval locks it
-        profiler = None
+        profilers: dict[str, Any] = {}
         warm_windows: dict[int, tuple[int, int]] = {}
         try:
             start_mesh(mesh)
-            if args.profile_gateway:
-                profiler = start_profiler(mesh, args.profile_gateway)
+            PIDS.update({svc: mesh.processes[svc].pid for svc in SERVICES})
+            profilers = {svc: start_profiler(mesh, svc, file) for svc, file in args.profiles.items()}
             config = run_config(args, levels, sets, pipeline, cache)
             asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, warm_windows))
         finally:
             mesh.stop()
-            if profiler is not None:
-                profiler.wait(timeout=60)  # py-spy writes its file once the gateway has exited
+            for profiler in profilers.values():
+                profiler.wait(timeout=60)  # py-spy writes its file once the process has exited
         # Every process flushed its spans as it stopped: where each warm search's time went.
         span_file = Path(mesh.env().get("RAGMESH_TRACE_FILE") or default_span_file(args.state_dir))
         spans = list(read_span_records(span_file))
         for level, (start_ns, end_ns) in warm_windows.items():
             emit(kind="hops", concurrency=level, path="gateway_warm", **hop_breakdown(spans, start_ns, end_ns))
-        if profiler is not None:
-            emit(kind="profile", of="gateway", file=str(args.profile_gateway), **profile_shares(args.profile_gateway))
+        for svc, file in args.profiles.items():
+            emit(kind="profile", of=svc, file=str(file), **(profile_shares(file) if svc == "gateway" else top_frames(file)))
     return 0
 
 

@@ -23,6 +23,16 @@ def batching_of(before: dict[str, float], after: dict[str, float]) -> dict[str, 
             "mean_queue_wait_ms": round(1000 * (after["wait_s"] - before["wait_s"]) / requests, 2) if requests else None}
 
 
+def cpu_ms_per_search(before: dict[str, float], after: dict[str, float], searches: int) -> dict[str, float]:
+    """CPU milliseconds each process spent per search between two readings of its CPU seconds (user
+    + system), and their ``total``: on a machine of few cores the total, not the latency, bounds how
+    many searches per second the mesh can serve."""
+    if not searches:
+        return {}
+    per = {name: round(1000 * (after[name] - before[name]) / searches, 2) for name in after if name in before}
+    return {**per, "total": round(sum(per.values()), 2)}
+
+
 # Where a busy sample of the serving gateway is: the layer whose frame sits deepest on its stack
 # (py-spy frames read "function (file:line)"), so each sample counts once and a middleware's share is
 # its own work, not what it wraps.
@@ -67,6 +77,23 @@ def profile_shares(collapsed: Path) -> dict[str, Any]:
             "share_pct": {name: round(100 * n / (total or 1), 1) for name, n in shares.items()}}
 
 
+def top_frames(collapsed: Path, most: int = 15) -> dict[str, Any]:
+    """The functions most busy samples were in (the deepest frame of each busy sample, start-up and
+    waiting threads left out), in percent: where a process other than the gateway spends its CPU."""
+    counts: dict[str, int] = defaultdict(int)
+    total = 0
+    for line in collapsed.read_text(encoding="utf-8", errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not count.isdigit() or any(s in f for f in frames for s in _START_UP) \
+                or any(w in frames[-1] for w in _WAITING):
+            continue
+        total += int(count)
+        counts[frames[-1]] += int(count)
+    ranked = sorted(counts.items(), key=lambda item: -item[1])[:most]
+    return {"busy_samples": total, "top_pct": {frame: round(100 * n / (total or 1), 1) for frame, n in ranked}}
+
+
 def smoke_failures(lines: list[dict], levels: list[int]) -> list[str]:
     """What a full run prints, checked line by line (the API this bench measures, not its figures)."""
     problems = []
@@ -78,6 +105,9 @@ def smoke_failures(lines: list[dict], levels: list[int]) -> list[str]:
                 problems.append(f"no {path} pass at {level} clients")
             elif line["errors"] or not line["requests"] or line.get("p50_ms") is None:
                 problems.append(f"{path} at {level} clients: {line}")
+            elif path.startswith("gateway") and not {"gateway", "retrieval", "runtime", "total"} \
+                    <= set(line.get("cpu_ms_per_search", {})):
+                problems.append(f"{path} at {level} clients: no CPU per search of the mesh's processes")
     ratios = {line["concurrency"]: line for line in lines if line.get("kind") == "ratio"}
     hops = {line["concurrency"]: line for line in lines if line.get("kind") == "hops"}
     for level in levels:

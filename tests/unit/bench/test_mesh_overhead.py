@@ -14,9 +14,11 @@ from ragmesh_bench.overhead_report import (
     LAYERS,
     SEARCH_SPANS,
     batching_of,
+    cpu_ms_per_search,
     hop_breakdown,
     profile_shares,
     smoke_failures,
+    top_frames,
 )
 from ragmesh_runtime.encoder import MiniLmEncoder, SequenceVectorCache
 from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
@@ -104,6 +106,19 @@ def test_each_busy_sample_counts_once_for_the_layer_deepest_on_its_stack(tmp_pat
     assert pct["search pipeline, own work"] == 0.0 and pct["request context: request id, metrics, access log"] == 0.0
 
 
+def test_top_frames_ranks_the_deepest_frame_of_busy_samples(tmp_path: Path) -> None:
+    collapsed = tmp_path / "runtime.txt"
+    collapsed.write_text(
+        "main (app.py:1);serve (s.py:2);run (onnx.py:3) 6\n"
+        "main (app.py:1);serve (s.py:2);_bm25 (relevance.py:4) 3\n"
+        "main (app.py:1);_worker (thread.py:5) 50\n"  # a pool thread waiting: not busy
+        "main (app.py:1);_find_and_load (imp.py:6);load (x.py:7) 9\n"  # start-up
+        "main (app.py:1);serve (s.py:2) 1\n")
+    assert top_frames(collapsed) == {"busy_samples": 10, "top_pct": {
+        "run (onnx.py:3)": 60.0, "_bm25 (relevance.py:4)": 30.0, "serve (s.py:2)": 10.0}}
+    assert list(top_frames(collapsed, most=1)["top_pct"]) == ["run (onnx.py:3)"]
+
+
 def test_batching_counts_the_passes_of_a_pass_and_a_runtime_that_does_not_batch() -> None:
     before = {"passes": 10.0, "requests": 12.0, "wait_s": 0.5}
     after = {"passes": 14.0, "requests": 32.0, "wait_s": 1.5}
@@ -112,9 +127,22 @@ def test_batching_counts_the_passes_of_a_pass_and_a_runtime_that_does_not_batch(
     assert batching_of({}, {}) == {"batched": False}
 
 
+def test_cpu_per_search_is_each_process_s_share_and_their_total() -> None:
+    before = {"gateway": 10.0, "retrieval": 4.0, "runtime": 20.0, "bench": 1.0}
+    after = {"gateway": 10.4, "retrieval": 4.3, "runtime": 21.0, "bench": 1.1}  # a process gone: left out
+    assert cpu_ms_per_search(before, after, 100) == {"gateway": 4.0, "retrieval": 3.0, "runtime": 10.0,
+                                                     "bench": 1.0, "total": 18.0}
+    assert cpu_ms_per_search(before, {k: v for k, v in after.items() if k != "runtime"}, 100)["total"] == 8.0
+    assert cpu_ms_per_search(before, after, 0) == {}
+
+
+CPU = {"gateway": 4.0, "retrieval": 3.0, "rerank": 1.0, "runtime": 10.0, "bench": 1.0, "total": 19.0}
+
+
 def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
     def line(path: str, level: int, errors: int = 0) -> dict:
-        return {"kind": "pass", "path": path, "concurrency": level, "requests": 4, "errors": errors, "p50_ms": 1.0}
+        return {"kind": "pass", "path": path, "concurrency": level, "requests": 4, "errors": errors, "p50_ms": 1.0,
+                "cpu_ms_per_search": CPU}
 
     lines = [line(p, 1) for p in ("gateway_fresh", "gateway_warm", "inprocess_warm", *LAYERS)]
     lines.append({"kind": "ratio", "concurrency": 1, "same_results": 1.0})
@@ -126,6 +154,8 @@ def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
     lines[1] = line("gateway_warm", 1, errors=2)
     (problem,) = smoke_failures(lines, [1])
     assert problem.startswith("gateway_warm at 1 clients")
+    lines[1] = {**line("gateway_warm", 1), "cpu_ms_per_search": {"bench": 1.0, "total": 1.0}}
+    assert smoke_failures(lines, [1]) == ["gateway_warm at 1 clients: no CPU per search of the mesh's processes"]
 
 
 def _search_spans(trace: str, start_ms: float, ms: dict[str, float]) -> list[dict]:
