@@ -208,29 +208,41 @@ def probe_ok(mesh: DrillMesh, corpus: str) -> float | None:
     return time.monotonic() if response.status_code == 200 else None
 
 
-BULK = "bulk@main"
+# The indexer arms its checkpoints from this file (ragmesh_indexer.checkpoints: FAULT_FILE_ENV, read at
+# each checkpoint, deleted as the fault fires, so the restarted indexer runs clean). libs/ never
+# imports a service, so the name is spelled out here; tests/e2e/test_drills.py checks the drill dies there.
+FAULT_FILE_ENV = "RAGMESH_INDEXER_FAULT_FILE"
+# After the first batch of the candidate's points is written, before its stats are recorded: a
+# partial collection, a candidate row without stats.
+MID_BUILD = "upserted-batch"
 
 
-def start_bulk_build(mesh: DrillMesh) -> subprocess.Popen:
-    """The build the indexer drill interrupts: a new corpus of the repository's docs/ (some 750
-    chunks, none embedded yet). Before: a forced rebuild of the served corpus, whose vectors are all
-    reused from the active version, finished within the drill's 1 s wait in CI (exit 0) and was never
-    interrupted."""
-    root = mesh.state / "corpora" / "bulk"
-    if not root.exists():
-        shutil.copytree(ROOT / "docs", root)
-    return subprocess.Popen([sys.executable, "-m", "ragmesh_cli.main", "index", "build", "--corpus", BULK,
-                             "--source", str(root), "--force",
-                             "--addr", f"127.0.0.1:{mesh.ports.port('indexer')}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def fault_file(state: Path) -> Path:
+    return state / "indexer-fault"
 
 
-def bulk_candidate(mesh: DrillMesh) -> str:
-    """The state of the bulk corpus's newest version ("" while none is registered): "candidate"
-    while its chunks are being embedded and written."""
+def interrupted_build(mesh: DrillMesh, corpus: str, old: int) -> subprocess.Popen:
+    """A forced rebuild of the served corpus (a candidate, never promoted) during which the indexer
+    dies at MID_BUILD: ``os._exit(137)``, no ``finally`` block run, as under SIGKILL. Returns once
+    the old process is gone.
+
+    Before: the drill SIGKILLed the indexer 1 s after starting the build, and in CI (2026-12-04)
+    the build had already finished (exit 0; it reuses every vector of the active version). A
+    build of a new corpus instead, killed once its candidate was registered, loaded the shared
+    runtime with its embedding and cost the load's searches their rerank (a fresh clone's CI run)."""
+    fault_file(mesh.state).write_text(MID_BUILD)
+    build = subprocess.Popen([sys.executable, "-m", "ragmesh_cli.main", "index", "build", "--corpus", corpus,
+                              "--force", "--addr", f"127.0.0.1:{mesh.ports.port('indexer')}"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: mesh.children().get("indexer") != old)
+    return build
+
+
+def newest_version_state(mesh: DrillMesh, corpus: str) -> str:
+    """The state of the corpus's newest version in the registry ("" when the status call fails)."""
     try:
-        response = sync_ask(mesh.gateway, "GET", f"{API}/internal/index/status?corpus={BULK}")
-    except Exception:  # noqa: BLE001 - the indexer may be down; "not yet" is the answer
+        response = sync_ask(mesh.gateway, "GET", f"{API}/internal/index/status?corpus={corpus}")
+    except Exception:  # noqa: BLE001 - the probe only reports what it saw
         return ""
     versions = response.json().get("versions", []) if response.status_code == 200 else []
     return versions[0]["state"] if versions else ""
@@ -241,13 +253,14 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
     before = snapshot(mesh, canary, corpus)
     time.sleep(WARM_S)
     build = None
-    if drill.name == "indexer":
-        build = start_bulk_build(mesh)
-        wait_for(lambda: bulk_candidate(mesh) == "candidate" or build.poll() is not None)
     if drill.kind == "service":
         old = mesh.children()[drill.name]
-        killed_at = time.monotonic()
-        kill(old)
+        if drill.name == "indexer":
+            build = interrupted_build(mesh, corpus, old)
+            killed_at = time.monotonic()
+        else:
+            killed_at = time.monotonic()
+            kill(old)
         ready_during = readiness(mesh)
         chat = chat_during(mesh)
         wait_for(lambda: mesh.children().get(drill.name) not in (None, old) and mesh.healthy(drill.name))
@@ -268,8 +281,8 @@ def run_drill(mesh: DrillMesh, load: Load, drill: Drill, *, canary: str, corpus:
         probe = "index status answered again"
     if build is not None:
         build.wait(timeout=120)
-        probe = (f"interrupted build exited {build.returncode}; its candidate is {bulk_candidate(mesh)}; "
-                 "status answered again")
+        probe = (f"interrupted build exited {build.returncode}; its candidate is "
+                 f"{newest_version_state(mesh, corpus)}; status answered again")
     time.sleep(SETTLE_S)
     ended_at = time.monotonic()
     samples = load.since(killed_at, ended_at)
@@ -387,7 +400,7 @@ def run(corpus: Path, *, clients: int, only: list[str], store_down_s: float, sta
     created = state is None
     state = state or Path(tempfile.mkdtemp(prefix="ragmesh-drills-"))
     state.chmod(0o755)  # embedded PostgreSQL runs as `nobody` when we are root
-    mesh = DrillMesh(state, corpus)
+    mesh = DrillMesh(state, corpus, env={FAULT_FILE_ENV: str(fault_file(state))})
     started = time.monotonic()
     mesh.start()
     say(f"mesh serving in {time.monotonic() - started:.1f}s at {mesh.gateway} (state {state})")
