@@ -162,6 +162,9 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     # ... where a term counts as found when a source word is this close in meaning (WordLlama's
     # static vectors, generator/word_neighbours.py): "Earth's" for "planet's". 1.0: spelling only.
     near_term_similarity: float = 0.45  # RAGMESH_RUNTIME_GENERATOR_NEAR_TERM_SIMILARITY
+    # ... and when the thing it asks about, an article's or "how do I <verb>"'s phrase, has its last
+    # word and one more in no source ("a web dashboard"; session 27, docs/answers.md).
+    require_object: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_OBJECT
     # Refused when the question asks for a price, a phone number or an email address and no source
     # holds anything of that form (generator/question_types.py, answer_form).
     require_answer_form: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_ANSWER_FORM

@@ -212,7 +212,8 @@ class ExtractiveAnswerer:
             return []
         texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
         return missing_key_terms(prompt.question, texts, self._settings.max_missing_share,
-                                 self._word_neighbours.closest, self._settings.near_term_similarity)
+                                 self._word_neighbours.closest, self._settings.near_term_similarity,
+                                 self._settings.require_object)
 
     def formless(self, prompt: EvidencePrompt) -> str:
         """The form of answer the question asks for (a price, a phone number, an email address)
