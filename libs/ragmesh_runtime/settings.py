@@ -156,12 +156,19 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     # and at least this share of the question's terms in their own words (0.2 since session 26:
     # product-docs answers 20.3 -> 20.0 words, no answer lost on either set; docs/answers.md).
     join_min_lexical: float = 0.2  # RAGMESH_RUNTIME_GENERATOR_JOIN_MIN_LEXICAL
+    # ... and when the best unit is the list or table entry whose lead names what the question asks
+    # about ("indexer (...) owns ..."), no other entry of it joins, and another unit only with as
+    # many of the question's terms (session 27: make run's sample, one unit; docs/answers.md).
+    join_same_entry: bool = True  # RAGMESH_RUNTIME_GENERATOR_JOIN_SAME_ENTRY
     # Refused when more than this share of the question's terms (or a name in it) is in no source
     # (generator/coverage.py; 1.0 turns the rule off). On since session 26 (docs/answers.md).
     max_missing_share: float = 0.99  # RAGMESH_RUNTIME_GENERATOR_MAX_MISSING_SHARE
     # ... where a term counts as found when a source word is this close in meaning (WordLlama's
     # static vectors, generator/word_neighbours.py): "Earth's" for "planet's". 1.0: spelling only.
     near_term_similarity: float = 0.45  # RAGMESH_RUNTIME_GENERATOR_NEAR_TERM_SIMILARITY
+    # ... and when the thing it asks about, an article's or "how do I <verb>"'s phrase, has its last
+    # word and one more in no source ("a web dashboard"; session 27, docs/answers.md).
+    require_object: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_OBJECT
     # Refused when the question asks for a price, a phone number or an email address and no source
     # holds anything of that form (generator/question_types.py, answer_form).
     require_answer_form: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_ANSWER_FORM

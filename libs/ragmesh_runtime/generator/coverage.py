@@ -7,6 +7,12 @@ terms are absent from every source cannot be answered from them, whatever the be
 
 - a *name* — a word capitalised inside the question, an acronym, a word with digits ("LDAP",
   "Kubernetes", "AWS", "Australia") — found in no source;
+- the question's *object* — the words after an article ("a web dashboard") or after the verb of
+  "how do I ..." ("configure email notifications"), up to the next function word — when its last
+  word (in English the head of the phrase) and one more of its words are found in no source: the
+  question is about a thing the evidence never names ("email notifications", "web dashboard"),
+  however well its other words match. Not after a question word ("what is the unproven
+  assumption ..."): there the phrase names what the answer is, which the source need not say;
 - or more than ``max_missing_share`` of the question's content terms found in no source ("What
   is the price?": its only term).
 
@@ -39,6 +45,7 @@ from ragmesh_runtime.generator.lexical import content_terms
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’]*")
 _WORD = re.compile(r"[a-z0-9]+")
+_PHRASE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’]*|[^\sA-Za-z0-9'’]")  # words, and each mark alone
 _JOINERS = frozenset({"of", "de", "the", "von", "van", "la", "le", "du"})
 # Stems of the words that ask for the answer's form (a count, a length, a value, a meaning), not
 # its subject: "How many days ...", "What is the maximum number of connections?".
@@ -52,6 +59,11 @@ MIN_MISSING_TERMS = 2
 _INITIALS_SKIP = frozenset({"of", "and", "for", "the", "de", "on", "in", "to", "&"})
 _QUESTION_WORDS = frozenset("what which who whom whose when where why how in on at for to from by is are was were "
                             "do does did can could should would will".split())
+_WH = frozenset("what which who whom whose when where why how".split())
+_ARTICLES = frozenset({"a", "an", "the"})
+_BE = frozenset("is are was were be been".split())
+_AUXILIARIES = frozenset("do does did can could should would will may might must".split())
+_PRONOUNS = frozenset("i you we one they he she".split())
 
 
 def question_names(question: str) -> list[list[str]]:
@@ -88,7 +100,8 @@ NearWords = Callable[[Sequence[str], Sequence[str]], list[float]]
 
 
 def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: float,
-                      near: NearWords | None = None, near_similarity: float = 1.0) -> list[str]:
+                      near: NearWords | None = None, near_similarity: float = 1.0,
+                      require_object: bool = True) -> list[str]:
     """The question's key terms found in none of ``texts``, one per source (its title, heading
     and text), empty when the evidence covers the question."""
     question = _FORM_CLAUSE.sub("?", question)
@@ -117,10 +130,47 @@ def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: fl
             names.extend(t for t in absent if _acronym(t) or not present)
         if names:
             return names
+    if require_object and (phrase := _missing_object(question, missing)):
+        return phrase
     if missing == terms:
         return sorted(missing)
     if len(missing) >= MIN_MISSING_TERMS and len(missing) / len(terms) > max_missing_share:
         return sorted(missing)
+    return []
+
+
+def object_phrases(question: str) -> list[list[str]]:
+    """The phrases a question asks about, as its words: the content words that follow an article,
+    or the verb of "how do I ..." ("do"/"can"/"should" and a pronoun, then the verb), up to the next
+    function word or punctuation. An article right after a question word ("What is the ...",
+    "Which ...") opens the answer's description, not its subject, and is skipped."""
+    tokens = _PHRASE_TOKEN.findall(question)
+    lowered = [t.lower() for t in tokens]
+    starts = []
+    for index, token in enumerate(lowered):
+        if token in _ARTICLES and index > 0:
+            before = index - 1 - (lowered[index - 1] in _BE)
+            if before < 0 or lowered[before] not in _WH:
+                starts.append(index + 1)
+        elif token in _AUXILIARIES and index + 2 < len(lowered) and lowered[index + 1] in _PRONOUNS:
+            starts.append(index + 3)
+    phrases = []
+    for start in starts:
+        end = start
+        while end < len(tokens) and content_terms(tokens[end]):
+            end += 1
+        if end > start:
+            phrases.append(tokens[start:end])
+    return phrases
+
+
+def _missing_object(question: str, missing: frozenset[str]) -> list[str]:
+    """The words of an object phrase (``object_phrases``) whose last word and at least one more are
+    in no source, or empty: the question asks about a thing the evidence never names."""
+    for phrase in object_phrases(question):
+        absent = [word for word in phrase if content_terms(word) <= missing]
+        if len(absent) >= MIN_MISSING_TERMS and absent[-1] == phrase[-1]:
+            return absent
     return []
 
 

@@ -201,7 +201,7 @@ class ExtractiveAnswerer:
         if best.score < threshold or self.uncovered(prompt) or self.formless(prompt):
             return ExtractiveAnswer(INSUFFICIENT_EVIDENCE, (), best.score)
         chosen = self._extreme_row(prompt.question, best, scored) or self._joined(
-            best, [scored[i] for i in ranked[1:]], threshold)
+            prompt.question, best, [scored[i] for i in ranked[1:]], threshold)
         text = " ".join(f"{self._shown(unit)} [{unit.source_id}]" for unit in chosen)
         return ExtractiveAnswer(text, tuple(chosen), best.score)
 
@@ -212,7 +212,8 @@ class ExtractiveAnswerer:
             return []
         texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
         return missing_key_terms(prompt.question, texts, self._settings.max_missing_share,
-                                 self._word_neighbours.closest, self._settings.near_term_similarity)
+                                 self._word_neighbours.closest, self._settings.near_term_similarity,
+                                 self._settings.require_object)
 
     def formless(self, prompt: EvidencePrompt) -> str:
         """The form of answer the question asks for (a price, a phone number, an email address)
@@ -224,18 +225,26 @@ class ExtractiveAnswerer:
             return ""
         return "" if any(holds_form(form, source.text) for source in prompt.sources) else form
 
-    def _joined(self, best: ScoredUnit, rest: list[ScoredUnit], threshold: float) -> list[ScoredUnit]:
+    def _joined(self, question: str, best: ScoredUnit, rest: list[ScoredUnit], threshold: float) -> list[ScoredUnit]:
         """The best unit, then those that are relevant in their own right: near its score, near
         its cosine to the question (the shared heading of a section lifts every line of it alike),
         sharing enough of the question's terms in their own words, and holding the kind of answer
-        asked for whenever the best one does."""
+        asked for whenever the best one does. When the best unit is an entry of a list or table
+        whose lead names what the question asks about ("indexer (...) owns ..."), it is the entry
+        the documents keep for that: another entry of it about something else ("retrieval (...)
+        owns ...") never joins, and another unit only with as many of the question's terms."""
         settings = self._settings
         floor = max(threshold, best.score - settings.score_margin)
+        terms = content_terms(question)
+        named = settings.join_same_entry and bool(content_terms(best.unit.lead) & terms)
         chosen = [best]
         for unit in rest:
             if len(chosen) >= settings.max_units or unit.score < floor:
                 break
             if unit.cosine < best.cosine - settings.join_cosine_margin or unit.own_lexical < settings.join_min_lexical:
+                continue
+            if named and (unit.own_lexical < best.own_lexical
+                          or _same_block(unit, best) and not content_terms(unit.unit.lead) & terms):
                 continue
             if unit.off_kind and not best.off_kind:
                 continue
@@ -258,6 +267,10 @@ class ExtractiveAnswerer:
         if unit.anaphoric_previous and self._settings.previous_weight > 0:
             return f"{unit.anaphoric_previous} {unit.text}"
         return unit.text
+
+
+def _same_block(a: ScoredUnit, b: ScoredUnit) -> bool:
+    return a.source_id == b.source_id and a.unit.block == b.unit.block and a.unit.kind == b.unit.kind
 
 
 def is_mostly_cjk(text: str) -> bool:

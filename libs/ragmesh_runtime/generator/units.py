@@ -54,6 +54,8 @@ _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _FRONT_MATTER = re.compile(r"\A\s*(---|\+\+\+)[ \t]*\n.*?\n\1[ \t]*(?:\n|\Z)", re.DOTALL)
 _SPACES = re.compile(r"\s+")
+# An entry's lead: one to four words, then "(", ":" or a dash.
+_LEAD = re.compile(r"^\s*((?:`[^`]+`|[\w.'/-]+)(?:\s+(?:`[^`]+`|[\w.'/-]+)){0,3})\s*(?:\(|:\s|\s[—–-]\s)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,18 @@ class AnswerUnit:
     @property
     def scored_text(self) -> str:
         return f"{self.context} {self.text}".strip() if self.context else self.text
+
+    @property
+    def lead(self) -> str:
+        """What an entry of a table or list is about: a row's first cell, a line's key, or the few
+        words an item opens with before "(", ":" or a dash ("indexer (`services/indexer`) owns
+        ..."); empty for a sentence or a code line, and for an item that opens otherwise."""
+        if self.kind == TABLE_ROW:
+            return self.cells[0][1] if self.cells else ""
+        if self.kind not in (LIST_ITEM, KEY_VALUE):
+            return ""
+        match = _LEAD.match(self.text)
+        return match.group(1) if match else ""
 
 
 def clean_inline(text: str) -> str:

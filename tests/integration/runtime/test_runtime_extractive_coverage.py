@@ -48,3 +48,13 @@ def test_a_paraphrase_of_the_source_is_answered_with_the_coverage_rule_on(runtim
     answer = ExtractiveAnswerer(runtime_models.encoder, settings).answer(
         prompt("The Amazon rainforest makes up what amount of Earth's rainforests?", AMAZON, "Amazon rainforest"))
     assert answer.sufficient and "over half" in answer.text
+
+
+def test_a_question_about_a_thing_no_source_names_is_refused_at_the_defaults(answerer):
+    """Most of its words are the documents' ("Tern", "version", "added"); the thing it asks about,
+    the phrase after its article or its "how do I" verb, is in no source and near no source word."""
+    for question in ("Which Tern version added a web dashboard?",
+                     "How do I configure email notifications for Tern?"):
+        assert answerer.answer(prompt(question, TERN, "Tern manual")).text == INSUFFICIENT_EVIDENCE, question
+    answer = answerer.answer(prompt("Which Tern version added a follow option to the logs command?", TERN, "Tern manual"))
+    assert answer.sufficient and "4.1.0" in answer.text

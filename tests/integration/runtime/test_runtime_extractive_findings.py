@@ -125,3 +125,16 @@ def test_an_unrelated_sentence_does_not_pad_the_answer(runtime_models):
     answerer = ExtractiveAnswerer(runtime_models.encoder, settings)
     answer = answerer.answer(prompt("What does the indexer service own?", WHO_OWNS_WHAT))
     assert answer.text.count("[S1]") == 1 and "gateway" not in answer.text
+
+
+def test_make_runs_sample_is_answered_by_the_one_entry_that_answers_it(answerer):
+    """Issue 20's make run sample, with the units that joined it before session 27: the retrieval
+    entry of the same list (it holds "service", "owns" and "an index version") and a sentence
+    elsewhere about what the indexer does (two of the question's three terms)."""
+    owners = WHO_OWNS_WHAT + ("- retrieval (`services/retrieval`) owns search: one hybrid query per corpus, "
+                              "chunk reads pinned to an index version.\n")
+    indexing = ("The indexer (`services/indexer`, gRPC on 50054) turns a folder of documents into a versioned, "
+                "validated collection and moves a corpus's serving alias from one version to the next.")
+    answer = answerer.answer(prompt("What does the indexer service own?", owners, indexing))
+    assert answer.text.startswith("indexer (`services/indexer`) owns the corpus")
+    assert [unit.source_id for unit in answer.units] == ["S1"], answer.text
