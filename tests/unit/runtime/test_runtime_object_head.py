@@ -40,7 +40,8 @@ def test_the_answerer_refuses_it_with_the_rule_on():
     licence, = split_units(LICENCE, heading)
     # Its score with six sources (docs/answers.md), over min_score: only the rule refuses it.
     units = [ScoredUnit("S2", licence, score=0.643, cosine=0.55, lexical=0.25, own_lexical=0.25)]
-    on = msgspec.structs.replace(GeneratorSettings(), require_object_head=True)
+    on = GeneratorSettings()  # on by default since session 28
+    assert on.require_object_head
     off = msgspec.structs.replace(GeneratorSettings(), require_object_head=False)
     assert not ExtractiveAnswerer(None, on).decide(prompt, units).sufficient  # type: ignore[arg-type]
     assert ExtractiveAnswerer(None, off).decide(prompt, units).text == f"{LICENCE} [S2]"  # type: ignore[arg-type]
