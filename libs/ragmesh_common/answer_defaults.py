@@ -9,4 +9,4 @@ widget and the MCP and OpenAI routes send no ``top_k`` of their own, so the gate
 
 from __future__ import annotations
 
-ANSWER_SOURCES = 5
+ANSWER_SOURCES = 6

@@ -64,6 +64,11 @@ _ARTICLES = frozenset({"a", "an", "the"})
 _BE = frozenset("is are was were be been".split())
 _AUXILIARIES = frozenset("do does did can could should would will may might must".split())
 _PRONOUNS = frozenset("i you we one they he she".split())
+# Where a noun phrase's head ends and what it is related to begins ("the company | behind Tern").
+_PREPOSITIONS = frozenset("about above across after against along among around as at before behind below beneath "
+                          "beside between beyond by despite during for from in inside into like near of off on onto "
+                          "outside over per since than through to toward towards under until upon via with within "
+                          "without".split())
 
 
 def question_names(question: str) -> list[list[str]]:
@@ -162,6 +167,34 @@ def object_phrases(question: str) -> list[list[str]]:
         if end > start:
             phrases.append(tokens[start:end])
     return phrases
+
+
+def unnamed_object_head(question: str, unit_text: str, texts: Sequence[str], near: NearWords | None = None,
+                        near_similarity: float = 1.0) -> list[str]:
+    """The head of the question's object (an ``object_phrases`` phrase up to its first preposition:
+    "the *company* behind Tern") when every word of it is in no source and near none, and
+    ``unit_text`` — the best unit — shares no term with the question other than its names; else
+    empty. The unit is then about the name ("Tern is licensed under ..."), not about the thing the
+    question asks of it, which no source names."""
+    question = _FORM_CLAUSE.sub("?", question)
+    terms = content_terms(question)
+    names = frozenset().union(*(content_terms(token) for phrase in question_names(question) for token in phrase))
+    if not content_terms(unit_text) & terms <= names:
+        return []
+    texts = list(texts)
+    found = frozenset().union(*(content_terms(text) for text in texts))
+    missing = frozenset(t for t in terms - found if not _variant_found(t, found))
+    if missing and near is not None and near_similarity < 1.0:
+        missing = missing - _found_by_meaning(question, missing, texts, near, near_similarity)
+    for phrase in object_phrases(question):
+        head = []
+        for word in phrase:
+            if word.lower() in _PREPOSITIONS:
+                break
+            head.append(word)
+        if head and all(content_terms(word) <= missing for word in head):
+            return head
+    return []
 
 
 def _missing_object(question: str, missing: frozenset[str]) -> list[str]:

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 
 from ragmesh_runtime.encoder import MiniLmEncoder
-from ragmesh_runtime.generator.coverage import missing_key_terms
+from ragmesh_runtime.generator.coverage import missing_key_terms, unnamed_object_head
 from ragmesh_runtime.generator.lexical import content_terms, overlap
 from ragmesh_runtime.generator.prompt_protocol import EvidencePrompt
 from ragmesh_runtime.generator.question_types import (
@@ -198,7 +198,7 @@ class ExtractiveAnswerer:
         ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, -scored[i].cosine, i))
         best = scored[ranked[0]]
         threshold = self.threshold(prompt.question)
-        if best.score < threshold or self.uncovered(prompt) or self.formless(prompt):
+        if best.score < threshold or self.uncovered(prompt) or self.formless(prompt) or self.unlinked(prompt, best):
             return ExtractiveAnswer(INSUFFICIENT_EVIDENCE, (), best.score)
         chosen = self._extreme_row(prompt.question, best, scored) or self._joined(
             prompt.question, best, [scored[i] for i in ranked[1:]], threshold)
@@ -214,6 +214,16 @@ class ExtractiveAnswerer:
         return missing_key_terms(prompt.question, texts, self._settings.max_missing_share,
                                  self._word_neighbours.closest, self._settings.near_term_similarity,
                                  self._settings.require_object)
+
+    def unlinked(self, prompt: EvidencePrompt, best: ScoredUnit) -> list[str]:
+        """The head of the question's object when no source names it and the best unit shares only
+        the question's names (coverage.py, ``unnamed_object_head``): "Who founded the company behind
+        Tern?" against "Tern is licensed under the Apache License 2.0." is refused."""
+        if not self._settings.require_object_head or is_mostly_cjk(prompt.question):
+            return []
+        texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
+        return unnamed_object_head(prompt.question, best.unit.text, texts, self._word_neighbours.closest,
+                                   self._settings.near_term_similarity)
 
     def formless(self, prompt: EvidencePrompt) -> str:
         """The form of answer the question asks for (a price, a phone number, an email address)
