@@ -170,7 +170,7 @@ class GeneratorSettings(msgspec.Struct, frozen=True):
     # word and one more in no source ("a web dashboard"; session 27, docs/answers.md).
     require_object: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_OBJECT
     # ... and when the best unit shares only the question's names with it while the head of its
-    # object ("the company behind Tern") is in no source and near none (session 28, docs/answers.md).
+    # object ("the company behind Tern") is in no source and near none (session 27, docs/answers.md).
     require_object_head: bool = True  # RAGMESH_RUNTIME_GENERATOR_REQUIRE_OBJECT_HEAD
     # Refused when the question asks for a price, a phone number or an email address and no source
     # holds anything of that form (generator/question_types.py, answer_form).
