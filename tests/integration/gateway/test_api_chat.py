@@ -8,10 +8,14 @@ import json
 import httpx
 import pytest
 from litestar.testing import AsyncTestClient
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 
 from gateway_mesh import Mesh
 from loopback_server import serve
 from ragmesh_gateway.app import create_app
+
+# The chat grounds on the shared default number of sources (the doubles hold six chunks).
+DEFAULT_SOURCE_IDS = [f"S{i}" for i in range(1, ANSWER_SOURCES + 1)]
 
 STREAM = "/api/rag/v1/chat/stream"
 
@@ -63,7 +67,7 @@ async def test_stream_order_meta_tokens_sources_one_done(client: AsyncTestClient
     # Generation received the top sources, the request id, and the id in its metadata.
     sent = mesh.generation.requests[-1]
     assert sent.question == "how do I start?" and sent.request_id == "chat-1"
-    assert [s.source_id for s in sent.sources] == ["S1", "S2", "S3", "S4", "S5"]
+    assert [s.source_id for s in sent.sources] == DEFAULT_SOURCE_IDS
     assert mesh.generation.metadata[-1]["x-request-id"] == "chat-1"
     # Chat asks retrieval for parent sections to ground on.
     assert mesh.retrieval.searches[-1].include_content is True
@@ -79,7 +83,7 @@ async def test_generator_error_mid_stream_ends_with_one_error_event(
     # The sources event still comes before the terminal one: what the streamed text cites, or
     # (nothing cited) the retrieval results.
     assert [name for name, _ in events] == ["meta", "token", "sources", "error"]
-    assert events[2][1]["basis"] == "retrieved" and len(events[2][1]["sources"]) == 5
+    assert events[2][1]["basis"] == "retrieved" and len(events[2][1]["sources"]) == ANSWER_SOURCES
     error = events[-1][1]
     assert error["code"] == "RUNTIME_ERROR" and error["request_id"] == response.headers["x-request-id"]
     assert error["degraded"] == ["generation"]

@@ -13,6 +13,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from ragmesh.v1 import generation_pb2, generation_pb2_grpc
 
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.rpc.server import GrpcServer
 
@@ -184,7 +185,7 @@ async def test_generator_failure_before_tokens_gives_the_retrieval_summary(clien
     events = await stream(client, {"question": "q"})
     assert_contract(events)
     assert [n for n, _ in events] == ["meta", "sources", "done"]
-    assert events[1][1]["basis"] == "retrieved" and len(events[1][1]["sources"]) == 5
+    assert events[1][1]["basis"] == "retrieved" and len(events[1][1]["sources"]) == ANSWER_SOURCES
     end = events[-1][1]
     assert (end["answer_status"], end["finish_reason"], end["degraded"]) == ("withheld", reason, ["generation"])
 
@@ -196,7 +197,7 @@ async def test_withheld_answer_is_done_with_the_retrieval_summary(client, genera
                           degraded=["generation"])]
     events = await stream(client, {"question": "q"})
     assert [n for n, _ in events] == ["meta", "sources", "done"]
-    assert events[1][1]["basis"] == "retrieved" and len(events[1][1]["sources"]) == 5
+    assert events[1][1]["basis"] == "retrieved" and len(events[1][1]["sources"]) == ANSWER_SOURCES
     assert events[-1][1]["answer_status"] == "withheld" and events[-1][1]["degraded"] == ["generation"]
     metrics = (await client.get("/metrics")).text
     assert 'ragmesh_degraded_total{component="generation",service="gateway"}' in metrics

@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from ragmesh_common.answer_defaults import ANSWER_SOURCES
 from ragmesh_common.errors import ErrorCode, RagmeshError
 
 from openai.types.chat.chat_completion_message import Annotation
@@ -236,7 +237,7 @@ async def test_generation_down_says_generation_is_unavailable_and_lists_what_was
     for extension in (completion.model_extra["ragmesh"], finishing[0].model_extra["ragmesh"]):
         assert (extension["answer_status"], extension["finish_reason"]) == ("withheld", "generation_unavailable")
         assert extension["degraded"] == ["generation"] and extension["sources_basis"] == "retrieved"
-        assert [s["source_id"] for s in extension["sources"]] == ["S1", "S2", "S3", "S4", "S5"]
+        assert [s["source_id"] for s in extension["sources"]] == [f"S{i}" for i in range(1, ANSWER_SOURCES + 1)]
 
 
 async def test_a_generator_failure_is_an_openai_error(mesh: Mesh, generation) -> None:
