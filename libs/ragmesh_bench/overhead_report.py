@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,23 +56,30 @@ _START_UP = ("_find_and_load", "create_app", "setup_telemetry")
 _WAITING = ("Condition.wait", "EpollSelector.select", "Event.wait", "SimpleQueue.get", "_worker (")
 
 
-def profile_shares(collapsed: Path) -> dict[str, Any]:
-    """Each layer's share of the busy samples (not start-up, not a thread waiting), in percent."""
-    shares = dict.fromkeys([name for name, _ in PROFILE_LAYERS] + ["other (event loop, tasks)"], 0)
-    total = 0
+def _busy_samples(collapsed: Path) -> Iterator[tuple[list[str], int]]:
+    """Each stack of py-spy's collapsed file (its frames, outermost first) and its sample count,
+    leaving out start-up and threads waiting."""
     for line in collapsed.read_text(encoding="utf-8", errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")
         if not count.isdigit() or any(s in f for f in frames for s in _START_UP) \
                 or any(w in frames[-1] for w in _WAITING):
             continue
-        total += int(count)
+        yield frames, int(count)
+
+
+def profile_shares(collapsed: Path) -> dict[str, Any]:
+    """Each layer's share of the busy samples (not start-up, not a thread waiting), in percent."""
+    shares = dict.fromkeys([name for name, _ in PROFILE_LAYERS] + ["other (event loop, tasks)"], 0)
+    total = 0
+    for frames, count in _busy_samples(collapsed):
+        total += count
         deepest, layer = -1, "other (event loop, tasks)"
         for name, marks in PROFILE_LAYERS:
             depth = max((i for i, f in enumerate(frames) if any(m in f for m in marks)), default=-1)
             if depth > deepest:
                 deepest, layer = depth, name
-        shares[layer] += int(count)
+        shares[layer] += count
     return {"busy_samples": total,
             "share_pct": {name: round(100 * n / (total or 1), 1) for name, n in shares.items()}}
 
@@ -82,14 +89,9 @@ def top_frames(collapsed: Path, most: int = 15) -> dict[str, Any]:
     waiting threads left out), in percent: where a process other than the gateway spends its CPU."""
     counts: dict[str, int] = defaultdict(int)
     total = 0
-    for line in collapsed.read_text(encoding="utf-8", errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        frames = stack.split(";")
-        if not count.isdigit() or any(s in f for f in frames for s in _START_UP) \
-                or any(w in frames[-1] for w in _WAITING):
-            continue
-        total += int(count)
-        counts[frames[-1]] += int(count)
+    for frames, count in _busy_samples(collapsed):
+        total += count
+        counts[frames[-1]] += count
     ranked = sorted(counts.items(), key=lambda item: -item[1])[:most]
     return {"busy_samples": total, "top_pct": {frame: round(100 * n / (total or 1), 1) for frame, n in ranked}}
 

@@ -114,10 +114,7 @@ def missing_key_terms(question: str, texts: Iterable[str], max_missing_share: fl
     if not terms:
         return []
     texts = list(texts)
-    found = frozenset().union(*(content_terms(text) for text in texts))
-    missing = frozenset(t for t in terms - found if not _variant_found(t, found))
-    if missing and near is not None and near_similarity < 1.0:
-        missing = missing - _found_by_meaning(question, missing, texts, near, near_similarity)
+    missing = _unfound(question, terms, texts, near, near_similarity)
     if not missing:
         return []
     phrases = question_names(question)
@@ -181,11 +178,7 @@ def unnamed_object_head(question: str, unit_text: str, texts: Sequence[str], nea
     names = frozenset().union(*(content_terms(token) for phrase in question_names(question) for token in phrase))
     if not content_terms(unit_text) & terms <= names:
         return []
-    texts = list(texts)
-    found = frozenset().union(*(content_terms(text) for text in texts))
-    missing = frozenset(t for t in terms - found if not _variant_found(t, found))
-    if missing and near is not None and near_similarity < 1.0:
-        missing = missing - _found_by_meaning(question, missing, texts, near, near_similarity)
+    missing = _unfound(question, terms, list(texts), near, near_similarity)
     for phrase in object_phrases(question):
         head = []
         for word in phrase:
@@ -195,6 +188,16 @@ def unnamed_object_head(question: str, unit_text: str, texts: Sequence[str], nea
         if head and all(content_terms(word) <= missing for word in head):
             return head
     return []
+
+
+def _unfound(question: str, terms: frozenset[str], texts: list[str], near: NearWords | None,
+             near_similarity: float) -> frozenset[str]:
+    """The ``terms`` no text spells (nor a variant of), nor holds a word near in meaning to."""
+    found = frozenset().union(*(content_terms(text) for text in texts))
+    missing = frozenset(t for t in terms - found if not _variant_found(t, found))
+    if missing and near is not None and near_similarity < 1.0:
+        missing = missing - _found_by_meaning(question, missing, texts, near, near_similarity)
+    return missing
 
 
 def _missing_object(question: str, missing: frozenset[str]) -> list[str]:

@@ -210,8 +210,7 @@ class ExtractiveAnswerer:
         refused however well some unit matches its other words."""
         if is_mostly_cjk(prompt.question) or self._settings.max_missing_share >= 1.0:
             return []
-        texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
-        return missing_key_terms(prompt.question, texts, self._settings.max_missing_share,
+        return missing_key_terms(prompt.question, _source_texts(prompt), self._settings.max_missing_share,
                                  self._word_neighbours.closest, self._settings.near_term_similarity,
                                  self._settings.require_object)
 
@@ -221,9 +220,8 @@ class ExtractiveAnswerer:
         Tern?" against "Tern is licensed under the Apache License 2.0." is refused."""
         if not self._settings.require_object_head or is_mostly_cjk(prompt.question):
             return []
-        texts = ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
-        return unnamed_object_head(prompt.question, best.unit.text, texts, self._word_neighbours.closest,
-                                   self._settings.near_term_similarity)
+        return unnamed_object_head(prompt.question, best.unit.text, _source_texts(prompt),
+                                   self._word_neighbours.closest, self._settings.near_term_similarity)
 
     def formless(self, prompt: EvidencePrompt) -> str:
         """The form of answer the question asks for (a price, a phone number, an email address)
@@ -277,6 +275,11 @@ class ExtractiveAnswerer:
         if unit.anaphoric_previous and self._settings.previous_weight > 0:
             return f"{unit.anaphoric_previous} {unit.text}"
         return unit.text
+
+
+def _source_texts(prompt: EvidencePrompt) -> list[str]:
+    """Each source as the coverage rules read it: its title, heading and text."""
+    return ["\n".join((source.title, source.heading, source.text)) for source in prompt.sources]
 
 
 def _same_block(a: ScoredUnit, b: ScoredUnit) -> bool:
