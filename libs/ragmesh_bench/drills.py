@@ -4,8 +4,9 @@
 
 Starts ``ragmesh up`` (its supervisor restarts whatever dies) with its own PostgreSQL and Redis,
 puts a few clients on it (searches, chats, session follow-ups, without pause), then one drill
-after another SIGKILLs rerank, generation, the model runtime, retrieval, the indexer in the middle
-of a build, Redis and PostgreSQL (the stores are restarted by the drill after ``--store-down-s``).
+after another SIGKILLs rerank, generation, the model runtime, retrieval, Redis and PostgreSQL (the
+stores are restarted by the drill after ``--store-down-s``), and has the indexer die in the middle of
+a build (``os._exit(137)`` at a build checkpoint, as under SIGKILL; ``interrupted_build``).
 For each it prints one row:
 
 - requests / answered (2xx) / errors (anything else) / 5xx, counted from the kill to the end of
@@ -210,7 +211,7 @@ def probe_ok(mesh: DrillMesh, corpus: str) -> float | None:
 
 # The indexer arms its checkpoints from this file (ragmesh_indexer.checkpoints: FAULT_FILE_ENV, read at
 # each checkpoint, deleted as the fault fires, so the restarted indexer runs clean). libs/ never
-# imports a service, so the name is spelled out here; tests/e2e/test_drills.py checks the drill dies there.
+# imports a service, so the name is spelled out here; tests/e2e/test_drills.py checks the build fails.
 FAULT_FILE_ENV = "RAGMESH_INDEXER_FAULT_FILE"
 # After the first batch of the candidate's points is written, before its stats are recorded: a
 # partial collection, a candidate row without stats.

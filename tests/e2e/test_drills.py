@@ -1,8 +1,8 @@
 """The fault drills of bench/drills.py, bounded, on the e2e corpus (issue 12, Build 7).
 
 One supervised mesh (``ragmesh up``, with its own PostgreSQL and Redis) under four clients; one
-after another rerank, generation, the runtime, retrieval, the indexer (mid-build), Redis and
-PostgreSQL are SIGKILLed and come back. Before: one death stopped all six processes, returning
+after another rerank, generation, the runtime, retrieval, Redis and PostgreSQL are SIGKILLed, and
+the indexer dies mid-build (at a build checkpoint, as under SIGKILL), and each comes back. Before: one death stopped all six processes, returning
 services went unused for 17-38 s, a Redis restart degraded every stale connection and lost the
 sessions. Asserted per drill: the degraded flags it implies and no others, no 5xx except the
 documented 503 while retrieval is down, recovery (back -> first clean answer) within 5 s, the
