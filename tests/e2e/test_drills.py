@@ -3,8 +3,8 @@
 One supervised mesh (``ragmesh up``, with its own PostgreSQL and Redis) under four clients; one
 after another rerank, generation, the runtime, retrieval, Redis and PostgreSQL are SIGKILLed, and
 the indexer dies mid-build (at a build checkpoint, as under SIGKILL), and each comes back.
-Before: one death stopped all six processes, returning services went unused for 17-38 s, a Redis restart degraded every stale connection and lost the
-sessions. Asserted per drill: the degraded flags it implies and no others, no 5xx except the
+Before: one death stopped all six processes, returning services went unused for 17-38 s, a
+Redis restart degraded every stale connection and lost the sessions. Asserted per drill: the degraded flags it implies and no others, no 5xx except the
 documented 503 while retrieval is down, recovery (back -> first clean answer) within 5 s, the
 supervisor's report, and nothing lost; with generation or the runtime down, a chat gets the
 retrieval summary and its root span says ERROR with the flags (issue 23). Then the privilege and
