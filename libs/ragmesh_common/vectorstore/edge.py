@@ -47,7 +47,7 @@ import qdrant_edge as qe
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 from ragmesh_common.vectorstore.edge_catalog import EdgeCatalog
-from ragmesh_common.vectorstore.fusion import cosine, reciprocal_rank_fusion
+from ragmesh_common.vectorstore.fusion import cosines as batch_cosines, reciprocal_rank_fusion
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
     INDEXED_KEYWORDS,
@@ -384,10 +384,9 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
     cosines = {str(p.id): float(p.score) for p in dense_list}
     missing = [i for i in ids if i not in cosines]
     if missing:
-        for record in shard.retrieve(missing, False, [DENSE]):
-            stored = (record.vector or {}).get(DENSE)
-            if stored is not None:
-                cosines[str(record.id)] = cosine(dense, stored)
+        stored = [(str(r.id), (r.vector or {}).get(DENSE)) for r in shard.retrieve(missing, False, [DENSE])]
+        stored = [(point_id, vector) for point_id, vector in stored if vector is not None]
+        cosines.update(zip([i for i, _ in stored], batch_cosines(dense, [v for _, v in stored])))
     bm25 = _sparse_scores(shard, sparse, point_filter, sparse_list, ids)
     hits = []
     for point_id, score in fused:

@@ -24,3 +24,15 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
     norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
     return float(va @ vb) / norm if norm else 0.0
+
+
+def cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    """``cosine(query, v)`` of each vector, in one matrix product: converting the vectors (lists of
+    floats from the engine) one at a time cost more than the arithmetic (0.4 ms of a 6 ms search)."""
+    if not vectors:
+        return []
+    q = np.asarray(query, dtype=np.float32)
+    m = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+    dots = m @ q
+    return [float(d) / float(n) if n else 0.0 for d, n in zip(dots, norms)]
