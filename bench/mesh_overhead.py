@@ -25,7 +25,9 @@ What it does:
 5. for each concurrency level c (``c`` clients, each sending its next query when the previous one
    is answered), over a query set no earlier pass of this run has asked (the --split queries
    first, then the others in queries.jsonl; SciFact: test for c=1, train for c=16):
-   - ``gateway_fresh``: POST /api/rag/v1/search through the gateway, queries new to every cache:
+   - ``gateway_fresh``: POST /api/rag/v1/search through the gateway (``--client lean``, the default:
+     ragmesh_bench.lean_http, whose own cost is small beside the gateway's, as a compiled client's
+     is; ``--client httpx``: httpx, as before session 28), queries new to every cache:
      the runtime embeds each query (and any candidate passage it has not embedded before). The
      figure for the target (c=1: p50 <= 50 ms, p99 <= 150 ms);
    - ``gateway_warm``: the same queries again: retrieval's query-embedding LRU answers, and the
@@ -85,6 +87,7 @@ from inprocess_search import InProcessPipeline
 from search_latency import measure
 
 from ragmesh_bench.beir_dataset import load_beir
+from ragmesh_bench.lean_http import LeanClient, lean_client
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
 from ragmesh_bench.overhead_report import (LAYERS, batching_of, cpu_ms_per_search, hop_breakdown, profile_shares,
                                            smoke_failures, top_frames)
@@ -117,6 +120,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", action="append", default=[], metavar="SERVICE=FILE",
                    help="py-spy another process of the mesh (runtime, retrieval, rerank) into FILE and print "
                         "the functions its busy samples were in; repeatable")
+    p.add_argument("--client", choices=("lean", "httpx"), default="lean",
+                   help="the HTTP client of the gateway passes: lean (ragmesh_bench.lean_http, about 0.3 ms of CPU "
+                        "per search) or httpx (about 2 ms: what the bench used before session 28)")
     p.add_argument("--smoke", action="store_true",
                    help="a tiny built-in corpus, indexed here first; checks the lines, not the figures")
     args = p.parse_args(argv)
@@ -157,12 +163,17 @@ def start_mesh(mesh: Mesh) -> None:
 Search = Callable[[str], Awaitable[tuple[list[str], list[str]]]]  # query -> (chunk ids, degraded)
 
 
-def gateway_search(client: httpx.AsyncClient, corpus: str, top_k: int) -> Search:
-    async def search(query: str) -> tuple[list[str], list[str]]:
-        resp = await client.post(SEARCH, json={"query": query, "top_k": top_k, "filters": {"corpus": corpus}})
-        resp.raise_for_status()
-        body = resp.json()
+def gateway_search(client: httpx.AsyncClient | LeanClient, corpus: str, top_k: int) -> Search:
+    def found(body: dict) -> tuple[list[str], list[str]]:
         return [r["chunk_id"] for r in body["results"]], body["degraded"]
+
+    async def search(query: str) -> tuple[list[str], list[str]]:
+        request = {"query": query, "top_k": top_k, "filters": {"corpus": corpus}}
+        if isinstance(client, LeanClient):
+            return found(await client.post_json(SEARCH, request))
+        resp = await client.post(SEARCH, json=request)
+        resp.raise_for_status()
+        return found(resp.json())
 
     return search
 
@@ -330,7 +341,9 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
         from ragmesh_common.rpc.client import open_channel
 
         candidates = max(pipeline.gateway_settings.search_candidates, args.top_k)
-        async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits) as client, \
+        gateway_client = (lean_client(mesh.gateway_url, timeout=60, max_idle=max(levels) + 4) if args.client == "lean"
+                          else httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits))
+        async with gateway_client as client, \
                 httpx.AsyncClient(base_url=mesh.endpoints()["runtime"], timeout=30) as runtime, \
                 open_channel(f"127.0.0.1:{mesh.ports.port('retrieval')}") as channel:
             via_gateway = gateway_search(client, corpus, args.top_k)
@@ -353,7 +366,7 @@ def run_config(args: argparse.Namespace, levels: list[int], sets: list[list[str]
     rerank = pipeline.rerank_settings
     return {
         "dataset": str(args.dataset), "split": args.split, "top_k": args.top_k, "concurrency": levels,
-        "queries_per_pass": len(sets[0]), "warmup": args.warmup, "cpus": len(os.sched_getaffinity(0)),
+        "queries_per_pass": len(sets[0]), "warmup": args.warmup, "client": args.client, "cpus": len(os.sched_getaffinity(0)),
         "gateway_candidates": pipeline.gateway_settings.search_candidates,
         "retrieval_candidates": pipeline.retrieval_settings.limits.candidates,
         "retrieval_mode": pipeline.retrieval_settings.limits.mode,
