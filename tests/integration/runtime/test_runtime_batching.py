@@ -45,7 +45,8 @@ def uncached_models() -> LoadedModels:
 def service_of(models: LoadedModels, **embedding) -> tuple[RuntimeService, list[tuple[int, int]]]:
     passes: list[tuple[int, int]] = []
     settings = RuntimeSettings(embedding=msgspec.structs.replace(EmbeddingSettings(cache_entries=0), **embedding))
-    service = RuntimeService(models, settings, observe_batch=lambda requests, tokens, _: passes.append((requests, tokens)))
+    service = RuntimeService(models, settings,
+                             observe_batch=lambda requests, tokens, _waits, _priority: passes.append((requests, tokens)))
     return service, passes
 
 
@@ -151,7 +152,8 @@ async def test_a_model_failure_mid_batch_fails_that_batch_with_a_clear_error_and
         assert after.status_code == 200 and len(after.json()[0]) == 384
         metrics = (await client.get("/metrics")).text
     assert "ragmesh_runtime_batch_requests_bucket" in metrics
-    assert "ragmesh_runtime_queue_wait_seconds_count 2.0" in metrics  # the failed pass is not counted
+    # The failed pass is not counted.
+    assert 'ragmesh_runtime_queue_wait_seconds_count{priority="interactive"} 2.0' in metrics
 
 
 def in_loop_client(app) -> httpx.AsyncClient:
