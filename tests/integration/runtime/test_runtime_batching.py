@@ -11,6 +11,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime.app import create_app
 from ragmesh_runtime.encoder import MiniLmEncoder
@@ -177,6 +178,29 @@ async def model_busy(service: RuntimeService):
 async def in_flight(service: RuntimeService, count: int) -> None:
     while service._in_flight < count:
         await asyncio.sleep(0.01)
+
+
+async def test_a_build_s_embeds_marked_bulk_wait_behind_a_search_s_rerank_and_are_counted_apart(
+    runtime_models,
+):
+    app = create_app(RuntimeSettings(), runtime_models)
+    service: RuntimeService = app.state.runtime_service
+    async with in_loop_client(app) as client:
+        build = TeiClient("http://runtime", client=client, bulk=True)  # as the indexer's client is
+        async with model_busy(service) as release:
+            # The first bulk embed is taken alone and waits for the model; the second queues, then the rerank.
+            embeds = [asyncio.ensure_future(build.embed([f"chunk {i}", f"chunk {i} more"])) for i in range(2)]
+            await in_flight(service, 2)
+            rerank = asyncio.ensure_future(client.post("/rerank", json={"query": "q", "texts": ["a text"]}))
+            await in_flight(service, 3)
+            release.set()
+            embedded, reranked = await asyncio.gather(asyncio.gather(*embeds), rerank)
+        metrics = (await client.get("/metrics")).text
+    assert [len(vectors) for vectors in embedded] == [2, 2] and reranked.status_code == 200
+    # Three passes: the first bulk embed, the rerank alone (not sharing the second embed's pass), that embed.
+    assert 'ragmesh_runtime_batch_requests_count{priority="bulk"} 2.0' in metrics
+    assert 'ragmesh_runtime_batch_requests_count{priority="interactive"} 1.0' in metrics
+    assert 'ragmesh_runtime_queue_wait_seconds_count{priority="bulk"} 2.0' in metrics
 
 
 async def test_requests_over_max_concurrent_requests_get_429_while_the_batch_waits(runtime_models):
