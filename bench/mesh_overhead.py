@@ -89,8 +89,8 @@ from search_latency import measure
 from ragmesh_bench.beir_dataset import load_beir
 from ragmesh_bench.lean_http import LeanClient, lean_client
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
-from ragmesh_bench.overhead_report import (LAYERS, batching_of, cpu_ms_per_search, hop_breakdown, profile_shares,
-                                           smoke_failures, top_frames)
+from ragmesh_bench.overhead_report import (LAYERS, batch_counters, batching_of, cpu_ms_per_search, hop_breakdown,
+                                           profile_shares, smoke_failures, top_frames)
 from ragmesh_cli.mesh import Mesh
 from ragmesh_common.span_file import default_span_file, read_span_records
 
@@ -276,16 +276,8 @@ async def warm_up(name: str, search: Search, queries: list[str], corpus: str) ->
 
 
 async def runtime_passes(runtime: httpx.AsyncClient) -> dict[str, float]:
-    """The runtime's batching counters (ragmesh_runtime.http.metrics): model passes, the requests
-    they served, their summed queue wait; empty from a runtime that does not batch."""
-    names = {"ragmesh_runtime_batch_requests_count": "passes", "ragmesh_runtime_batch_requests_sum": "requests",
-             "ragmesh_runtime_queue_wait_seconds_sum": "wait_s"}
-    found = {}
-    for line in (await runtime.get("/metrics")).text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in names:
-            found[names[name]] = float(value)
-    return found
+    """The runtime's batching counters (ragmesh_runtime.http.metrics), all priorities together."""
+    return batch_counters((await runtime.get("/metrics")).text)
 
 
 async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search,

@@ -14,6 +14,24 @@ from typing import Any
 LAYERS = ("retrieval_inprocess", "retrieval_grpc")
 
 
+# The runtime's batching counters (ragmesh_runtime.http.metrics) as batching_of names them.
+BATCH_COUNTERS = {"ragmesh_runtime_batch_requests_count": "passes", "ragmesh_runtime_batch_requests_sum": "requests",
+                  "ragmesh_runtime_queue_wait_seconds_sum": "wait_s"}
+
+
+def batch_counters(metrics: str) -> dict[str, float]:
+    """Model passes, the requests they served and their summed queue wait, from the runtime's
+    /metrics text, summed over their labels (the priority of the passes); empty from a runtime that
+    does not batch."""
+    found: dict[str, float] = {}
+    for line in metrics.splitlines():
+        sample, _, value = line.rpartition(" ")
+        name = BATCH_COUNTERS.get(sample.partition("{")[0])
+        if name is not None:
+            found[name] = found.get(name, 0.0) + float(value)
+    return found
+
+
 def batching_of(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
     if not before or not after:
         return {"batched": False}

@@ -2,13 +2,20 @@
 
 A request becomes a job of two steps, both run on the inference thread: ``plan`` returns the model
 input sequences the job needs (tokenizing, windowing, validating), ``run`` computes the job's answer
-from them. The batcher takes every job queued when the inference thread is free, embeds the union
-of their sequences in one model pass (the encoder still splits it into ONNX runs of bounded padded
-size), then runs each job against those vectors (``MiniLmEncoder.reusing``). Nothing ever waits for
-company: a lone request starts at once, and requests that arrive while the model is busy form the
-next batch. Jobs join a pass while the tokens the model must compute for it stay within
-``max_batch_tokens`` (a job over it alone is a pass of its own) and the pass holds at most
-``max_batch_requests`` jobs (0: no limit, TEI's default).
+from them. Each time the inference thread is free the batcher takes a round of queued jobs, embeds
+the union of a pass's sequences in one model pass (the encoder still splits it into ONNX runs of
+bounded padded size), then runs each job of the pass against those vectors
+(``MiniLmEncoder.reusing``). Nothing ever waits for company: a lone request starts at once, and
+requests that arrive while the model is busy form the next round. Jobs join a pass while the tokens
+the model must compute for it stay within ``max_batch_tokens`` (a job over it alone is a pass of its
+own) and the pass holds at most ``max_batch_requests`` jobs (0: no limit, TEI's default).
+
+A job is interactive (a search's query vector or rerank: the default) or bulk (an index build's
+batch of chunks). A round is every queued interactive job, oldest first, up to
+``max_batch_requests``, then the oldest bulk job in a pass of its own. So an interactive job waits
+for at most the one bulk pass of the round in flight, never for a queue of bulk work, and does not
+share a pass with a bulk job (a job's answer waits for its whole pass). Bulk work cannot starve:
+every round serves one bulk job while any is queued, however many interactive jobs wait.
 
 Errors stay with the job they belong to: a plan or run that raises fails its own request only; a
 model pass that raises fails every request of that pass, with an error saying so, and the next
@@ -18,6 +25,7 @@ pass is served.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections import deque
@@ -33,9 +41,17 @@ log = logging.getLogger("ragmesh_runtime")
 Sequences = list[Sequence[int]]
 
 
+class Priority(enum.Enum):
+    """Whose job goes first; the values are what the X-Ragmesh-Priority header says."""
+
+    INTERACTIVE = "interactive"
+    BULK = "bulk"
+
+
 class BatchObserver(Protocol):
-    def __call__(self, requests: int, tokens: int, queue_waits: Sequence[float]) -> None:
-        """One model pass: its request count, the tokens the model computed, each request's wait."""
+    def __call__(self, requests: int, tokens: int, queue_waits: Sequence[float], priority: Priority) -> None:
+        """One model pass: its request count, the tokens the model computed, each request's wait,
+        and the priority of its jobs (a pass holds jobs of one priority)."""
 
 
 class PassEncoder(Protocol):
@@ -57,6 +73,7 @@ class Job:
     plan: Callable[[], Sequences]
     run: Callable[[Sequences], Any]
     future: asyncio.Future
+    priority: Priority
     queued_at: float = field(default_factory=time.perf_counter)
 
 
@@ -70,21 +87,24 @@ class DynamicBatcher:
         self._max_tokens = max_batch_tokens
         self._max_requests = max_batch_requests
         self._observe = observe
-        self._queue: deque[Job] = deque()
+        self._queues: dict[Priority, deque[Job]] = {priority: deque() for priority in Priority}
         self._worker: asyncio.Task | None = None
 
-    async def submit(self, plan: Callable[[], Sequences], run: Callable[[Sequences], Any]) -> Any:
-        """The result of ``run(plan())``, computed in the next model pass."""
-        job = Job(plan, run, asyncio.get_running_loop().create_future())
-        self._queue.append(job)
+    async def submit(
+        self, plan: Callable[[], Sequences], run: Callable[[Sequences], Any],
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> Any:
+        """The result of ``run(plan())``, computed in the next round that takes the job."""
+        job = Job(plan, run, asyncio.get_running_loop().create_future(), priority)
+        self._queues[priority].append(job)
         if self._worker is None:
             self._worker = asyncio.create_task(self._drain())
         return await job.future
 
     async def _drain(self) -> None:
-        """Serve batches while jobs are queued, then stop (the next submit starts a new worker)."""
+        """Serve rounds while jobs are queued, then stop (the next submit starts a new worker)."""
         try:
-            while self._queue:
+            while any(self._queues.values()):
                 jobs = self._take()
                 if not jobs:
                     continue
@@ -98,12 +118,9 @@ class DynamicBatcher:
             self._worker = None
 
     def _take(self) -> list[Job]:
-        jobs: list[Job] = []
-        while self._queue and (not self._max_requests or len(jobs) < self._max_requests):
-            job = self._queue.popleft()
-            if not job.future.done():  # a client that went away needs no answer
-                jobs.append(job)
-        return jobs
+        """The next round: the queued interactive jobs, then one bulk job."""
+        queues = self._queues
+        return _live(queues[Priority.INTERACTIVE], self._max_requests) + _live(queues[Priority.BULK], 1)
 
     # -- on the inference thread ----------------------------------------------------------------
     def _serve(self, jobs: list[Job], loop: asyncio.AbstractEventLoop) -> None:
@@ -118,7 +135,7 @@ class DynamicBatcher:
                 continue
             new = {key for key in map(tuple, sequences) if key not in seen and not self._encoder.is_cached(key)}
             cost = sum(map(len, new))
-            if group and tokens + cost > self._max_tokens:
+            if group and (tokens + cost > self._max_tokens or job.priority is not group[0][0].priority):
                 self._pass(group, tokens, loop)
                 group, seen, tokens = [], set(), 0
             group.append((job, sequences))
@@ -143,7 +160,8 @@ class DynamicBatcher:
                 loop.call_soon_threadsafe(_settle, job, None, error)
             return
         if self._observe is not None:
-            self._observe(len(group), tokens, [started - job.queued_at for job, _ in group])
+            waits = [started - job.queued_at for job, _ in group]
+            self._observe(len(group), tokens, waits, group[0][0].priority)
         with self._encoder.reusing(dict(zip(union, vectors))):
             for job, sequences in group:
                 try:
@@ -152,6 +170,16 @@ class DynamicBatcher:
                     loop.call_soon_threadsafe(_settle, job, None, exc)
                 else:
                     loop.call_soon_threadsafe(_settle, job, result)
+
+
+def _live(queue: deque[Job], most: int) -> list[Job]:
+    """Up to ``most`` jobs (0: all) from the front of ``queue``."""
+    jobs: list[Job] = []
+    while queue and (not most or len(jobs) < most):
+        job = queue.popleft()
+        if not job.future.done():  # a client that went away needs no answer
+            jobs.append(job)
+    return jobs
 
 
 def _settle(job: Job, result: Any = None, error: BaseException | None = None) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import query_hash
-from ragmesh_runtime.batching import BatchObserver, DynamicBatcher, Sequences
+from ragmesh_runtime.batching import BatchObserver, DynamicBatcher, Priority, Sequences
 from ragmesh_runtime.generator.extractive import ExtractiveAnswer, ExtractiveAnswerer
 from ragmesh_runtime.generator.prompt_protocol import ChatTurn, parse_evidence_prompt
 from ragmesh_runtime.encoder import Token
@@ -88,9 +88,11 @@ class RuntimeService:
         truncate: bool | None,
         truncate_left: bool = False,
         dimensions: int | None = None,
+        priority: Priority = Priority.INTERACTIVE,
     ) -> Embeddings:
         """Vectors of texts or token-id sequences, as TEI computes them: ``dimensions`` keeps the
-        first components (then normalizes when asked); token ids are the model input as given."""
+        first components (then normalizes when asked); token ids are the model input as given.
+        ``priority``: bulk work (an index build) waits behind queued interactive requests."""
         self._check_inputs(inputs)
         if dimensions is not None and not 1 <= dimensions <= self.models.encoder.dimension:
             reason = "positive" if dimensions < 1 else "smaller than the maximum embedding dimension"
@@ -100,7 +102,7 @@ class RuntimeService:
         with self._admitted():
             return await self.batcher.submit(
                 functools.partial(self._model_inputs, inputs, truncate, truncate_left),
-                functools.partial(self._embedded, inputs, normalize, dimensions))
+                functools.partial(self._embedded, inputs, normalize, dimensions), priority)
 
     def _model_inputs(self, inputs: list[EmbedInput], truncate: bool, truncate_left: bool) -> Sequences:
         """Each input as the model sequence it becomes, or the error TEI gives when it cannot."""
@@ -162,7 +164,10 @@ class RuntimeService:
         return [encoder.decode(ids, skip_special_tokens) for ids in sequences]
 
     # -- rerank -----------------------------------------------------------------------------
-    async def rerank(self, query: str, texts: Sequence[str], truncate: bool | None) -> np.ndarray:
+    async def rerank(
+        self, query: str, texts: Sequence[str], truncate: bool | None,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> np.ndarray:
         """Raw relevance of each text to the query (cosine-like, see the scorer's description)."""
         if not query:
             raise RagmeshError(ErrorCode.QUERY_EMPTY, "`query` cannot be empty")
@@ -173,7 +178,7 @@ class RuntimeService:
         with self._admitted():
             return await self.batcher.submit(
                 functools.partial(self.scorer.model_inputs, query, texts, truncate),
-                lambda _: self.scorer.score(query, texts, truncate))
+                lambda _: self.scorer.score(query, texts, truncate), priority)
 
     # -- extractive answers -----------------------------------------------------------------
     async def answer(self, turns: Sequence[ChatTurn]) -> ExtractiveAnswer:

@@ -17,6 +17,10 @@ from ragmesh_common.embedders.identity import EmbedderIdentity, from_tei_info
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.telemetry import with_request_context
 
+# A ragmesh header TEI ignores: the CPU runtime serves a request marked "bulk" after the interactive
+# ones queued with it (ragmesh_runtime.batching), so an index build's batches do not hold up searches.
+PRIORITY_HEADER = "X-Ragmesh-Priority"
+
 
 @dataclass(frozen=True)
 class RerankHit:
@@ -25,13 +29,16 @@ class RerankHit:
 
 
 class TeiClient:
-    def __init__(self, base_url: str, *, timeout: float = 30.0, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, base_url: str, *, timeout: float = 30.0, client: httpx.AsyncClient | None = None,
+                 bulk: bool = False) -> None:
+        """``bulk``: mark /embed and /rerank requests as bulk work (an index build's), not a search's."""
         self.base_url = base_url.rstrip("/")
         self._client = client or httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout,
             limits=httpx.Limits(max_keepalive_connections=16, keepalive_expiry=KEEPALIVE_EXPIRY_S),
         )
         with_request_context(self._client)
+        self._headers = {PRIORITY_HEADER: "bulk"} if bulk else {}
         self._info: dict[str, Any] | None = None
 
     async def close(self) -> None:
@@ -88,7 +95,8 @@ class TeiClient:
 
     async def _post(self, path: str, body: dict[str, Any], timeout: float | None) -> Any:
         try:
-            resp = await self._client.post(path, json=body, timeout=timeout or self._client.timeout)
+            resp = await self._client.post(path, json=body, headers=self._headers,
+                                           timeout=timeout or self._client.timeout)
         except httpx.TimeoutException:
             raise RagmeshError(ErrorCode.DEADLINE_EXCEEDED, "model runtime timed out") from None
         except httpx.HTTPError as exc:

@@ -4,7 +4,8 @@ The wire format follows TEI's OpenAPI document (vendored, with its version, in t
 and, where the document and TEI's router disagree, the router: a real TEI container can replace this
 process by configuration alone. /info adds a "ragmesh" object that says plainly what is computed here,
 and which of TEI's routes this runtime does not offer (they answer 424, as TEI does for a model that
-cannot serve them).
+cannot serve them). A ragmesh header, ``X-Ragmesh-Priority: bulk``, marks /embed, /v1/embeddings
+and /rerank requests as bulk work (an index build's), which the batcher serves after interactive ones.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import Provide
 
+from ragmesh_common.clients.tei import PRIORITY_HEADER
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime import __version__
+from ragmesh_runtime.batching import Priority
 from ragmesh_runtime.chat import ChatGenerator
 from ragmesh_runtime.http.schemas import (
     DecodeRequest,
@@ -55,6 +58,19 @@ def _refuse_prompt_name(prompt_name: str | None) -> None:
         raise RagmeshError(ErrorCode.INVALID_ARGUMENT, "prompt_name is not supported: this model has no prompts")
 
 
+def _priority(request: Request) -> Priority:
+    """Interactive unless the request says otherwise; a value the batcher does not know is refused,
+    so a misspelt "bulk" cannot silently hold up searches."""
+    value = request.headers.get(PRIORITY_HEADER)
+    if value is None:
+        return Priority.INTERACTIVE
+    try:
+        return Priority(value)
+    except ValueError:
+        known = " or ".join(priority.value for priority in Priority)
+        raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"{PRIORITY_HEADER} must be {known}") from None
+
+
 class TeiController(Controller):
     dependencies = {"service": Provide(provide_service, sync_to_thread=False)}
 
@@ -65,6 +81,7 @@ class TeiController(Controller):
         embedded = await service.embed(
             embed_inputs(body.inputs), body.normalize, body.truncate,
             truncate_left=body.truncation_direction.lower() == "left", dimensions=body.dimensions,
+            priority=_priority(request),
         )
         return _json(embedded.vectors.tolist())
 
@@ -72,7 +89,8 @@ class TeiController(Controller):
     async def openai_embeddings(self, request: Request, service: RuntimeService) -> Response[bytes]:
         """TEI's OpenAI-compatible route: always normalized, truncated as /embed's default."""
         body = decode_body(await request.body(), OpenAiEmbeddingsRequest)
-        embedded = await service.embed(embed_inputs(body.input), True, None, dimensions=body.dimensions)
+        embedded = await service.embed(embed_inputs(body.input), True, None, dimensions=body.dimensions,
+                                       priority=_priority(request))
         if body.encoding_format == "base64":
             # Little-endian float32 bytes, as TEI packs them.
             vectors = [base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in embedded.vectors]
@@ -109,7 +127,7 @@ class TeiController(Controller):
     @post("/rerank", status_code=200)
     async def rerank(self, request: Request, service: RuntimeService) -> Response[bytes]:
         body = decode_body(await request.body(), RerankRequest)
-        raw = await service.rerank(body.query, body.texts, body.truncate)
+        raw = await service.rerank(body.query, body.texts, body.truncate, priority=_priority(request))
         # TEI's non-raw scores live in [0, 1]; each scorer says how its scores get there.
         scores = raw if body.raw_scores else service.scorer.bounded(raw)
         order = sorted(range(len(body.texts)), key=lambda i: (-float(scores[i]), i))

@@ -7,6 +7,8 @@ so more in flight buys nothing but memory. With several runtimes the workers of 
 from one queue of batches: a faster runtime simply takes more.
 ``on_batch`` hands each batch's vectors over as soon as they arrive, so the build writes points
 while later batches are still being embedded (bench/index_throughput.py measures the result).
+The runtimes' clients mark their requests bulk (``X-Ragmesh-Priority``): a CPU runtime that also
+serves searches serves their query vectors and reranks first; TEI ignores the header.
 
 A runtime that fails a batch for a reason another runtime may not share (unreachable, timed out, an
 error status) is dropped for the rest of the call and the batch goes to one that is still up; a
@@ -102,7 +104,7 @@ class EmbeddingRuntimes:
         limits = httpx.Limits(max_keepalive_connections=16, keepalive_expiry=KEEPALIVE_EXPIRY_S)
         client = httpx.AsyncClient(base_url=base, timeout=self.timeout, headers=headers, limits=limits,
                                    transport=self.transport)
-        return TeiClient(base, client=client)
+        return TeiClient(base, client=client, bulk=True)
 
     async def close(self) -> None:
         await asyncio.gather(*(client.close() for client in self._clients.values()))

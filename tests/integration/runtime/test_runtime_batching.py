@@ -11,6 +11,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime.app import create_app
 from ragmesh_runtime.encoder import MiniLmEncoder
@@ -45,7 +46,8 @@ def uncached_models() -> LoadedModels:
 def service_of(models: LoadedModels, **embedding) -> tuple[RuntimeService, list[tuple[int, int]]]:
     passes: list[tuple[int, int]] = []
     settings = RuntimeSettings(embedding=msgspec.structs.replace(EmbeddingSettings(cache_entries=0), **embedding))
-    service = RuntimeService(models, settings, observe_batch=lambda requests, tokens, _: passes.append((requests, tokens)))
+    service = RuntimeService(models, settings,
+                             observe_batch=lambda requests, tokens, _waits, _priority: passes.append((requests, tokens)))
     return service, passes
 
 
@@ -151,7 +153,8 @@ async def test_a_model_failure_mid_batch_fails_that_batch_with_a_clear_error_and
         assert after.status_code == 200 and len(after.json()[0]) == 384
         metrics = (await client.get("/metrics")).text
     assert "ragmesh_runtime_batch_requests_bucket" in metrics
-    assert "ragmesh_runtime_queue_wait_seconds_count 2.0" in metrics  # the failed pass is not counted
+    # The failed pass is not counted.
+    assert 'ragmesh_runtime_queue_wait_seconds_count{priority="interactive"} 2.0' in metrics
 
 
 def in_loop_client(app) -> httpx.AsyncClient:
@@ -175,6 +178,29 @@ async def model_busy(service: RuntimeService):
 async def in_flight(service: RuntimeService, count: int) -> None:
     while service._in_flight < count:
         await asyncio.sleep(0.01)
+
+
+async def test_a_build_s_embeds_marked_bulk_wait_behind_a_search_s_rerank_and_are_counted_apart(
+    runtime_models,
+):
+    app = create_app(RuntimeSettings(), runtime_models)
+    service: RuntimeService = app.state.runtime_service
+    async with in_loop_client(app) as client:
+        build = TeiClient("http://runtime", client=client, bulk=True)  # as the indexer's client is
+        async with model_busy(service) as release:
+            # The first bulk embed is taken alone and waits for the model; the second queues, then the rerank.
+            embeds = [asyncio.ensure_future(build.embed([f"chunk {i}", f"chunk {i} more"])) for i in range(2)]
+            await in_flight(service, 2)
+            rerank = asyncio.ensure_future(client.post("/rerank", json={"query": "q", "texts": ["a text"]}))
+            await in_flight(service, 3)
+            release.set()
+            embedded, reranked = await asyncio.gather(asyncio.gather(*embeds), rerank)
+        metrics = (await client.get("/metrics")).text
+    assert [len(vectors) for vectors in embedded] == [2, 2] and reranked.status_code == 200
+    # Three passes: the first bulk embed, the rerank alone (not sharing the second embed's pass), that embed.
+    assert 'ragmesh_runtime_batch_requests_count{priority="bulk"} 2.0' in metrics
+    assert 'ragmesh_runtime_batch_requests_count{priority="interactive"} 1.0' in metrics
+    assert 'ragmesh_runtime_queue_wait_seconds_count{priority="bulk"} 2.0' in metrics
 
 
 async def test_requests_over_max_concurrent_requests_get_429_while_the_batch_waits(runtime_models):

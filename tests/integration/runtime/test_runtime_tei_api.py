@@ -63,6 +63,17 @@ def test_too_long_input_without_truncate_is_a_422_validation_error(client):
     assert "256" in body["error"]
 
 
+@pytest.mark.parametrize("path, body", [("/embed", {"inputs": FOOD}), ("/v1/embeddings", {"input": FOOD}),
+                                        ("/rerank", {"query": FOOD, "texts": [BREAD]})])
+def test_the_priority_header_takes_interactive_or_bulk_and_refuses_anything_else(client, path, body):
+    for value in ("interactive", "bulk"):
+        assert client.post(path, json=body, headers={"X-Ragmesh-Priority": value}).status_code == 200
+    refused = client.post(path, json=body, headers={"X-Ragmesh-Priority": "urgent"})
+    assert refused.status_code == 422
+    assert refused.json()["error_type"] == "Validation"
+    assert "X-Ragmesh-Priority must be interactive or bulk" in refused.text
+
+
 def test_rerank_orders_best_first_with_indices(client):
     texts = [
         "Paris is the capital of France.",

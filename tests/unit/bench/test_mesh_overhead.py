@@ -1,4 +1,5 @@
-"""bench/mesh_overhead.py's query sets and its copy of the runtime's vector cache (no processes started)."""
+"""bench/mesh_overhead.py's query sets, its copy of the runtime's vector cache and its reading of the
+runtime's metrics (no processes started)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import generate_latest
 from tokenizers import Tokenizer
 
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
 from ragmesh_bench.overhead_report import (
     LAYERS,
     SEARCH_SPANS,
+    batch_counters,
     batching_of,
     cpu_ms_per_search,
     hop_breakdown,
@@ -20,7 +23,9 @@ from ragmesh_bench.overhead_report import (
     smoke_failures,
     top_frames,
 )
+from ragmesh_runtime.batching import Priority
 from ragmesh_runtime.encoder import MiniLmEncoder, SequenceVectorCache
+from ragmesh_runtime.http.metrics import RuntimeMetrics
 from ragmesh_runtime.model_files import MINILM_TOKENIZER, verify
 
 
@@ -125,6 +130,15 @@ def test_batching_counts_the_passes_of_a_pass_and_a_runtime_that_does_not_batch(
     assert batching_of(before, after) == {"batched": True, "model_passes": 4, "requests": 20,
                                           "requests_per_pass": 5.0, "mean_queue_wait_ms": 50.0}
     assert batching_of({}, {}) == {"batched": False}
+
+
+def test_batch_counters_sum_the_runtime_s_passes_over_their_priorities() -> None:
+    metrics = RuntimeMetrics()  # the runtime's own exposition, so a renamed metric fails here
+    metrics.observe_batch(3, 30, [0.1, 0.2, 0.3], Priority.INTERACTIVE)
+    metrics.observe_batch(1, 200, [1.0], Priority.BULK)
+    counters = batch_counters(generate_latest(metrics.registry).decode())
+    assert counters == {"passes": 2.0, "requests": 4.0, "wait_s": pytest.approx(1.6)}
+    assert batch_counters("# TYPE other_total counter\nother_total 3.0\n") == {}
 
 
 def test_cpu_per_search_is_each_process_s_share_and_their_total() -> None:

@@ -34,12 +34,14 @@ class FakeRuntime:
         self.status = status
         self.served = 0
         self.seen = 0
+        self.priorities: list[str | None] = []  # each /embed request's X-Ragmesh-Priority
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/info":
             return httpx.Response(200, json={"model_id": self.model, "model_dtype": "int8",
                                              "model_type": {"embedding": {"pooling": "mean"}}})
         self.seen += 1
+        self.priorities.append(request.headers.get("X-Ragmesh-Priority"))
         if self.fail_from is not None and self.seen > self.fail_from:
             return httpx.Response(self.status, json={"error": "down", "error_type": "Backend"})
         self.served += 1
@@ -114,6 +116,17 @@ async def test_one_runtime_is_a_list_of_one() -> None:
     assert await embedder.embed(TEXTS[:40]) == [vector_of(text) for text in TEXTS[:40]]
     assert (await embedder.identity()).model == "minilm"
     assert await embedder.embed([]) == []
+
+
+async def test_a_build_marks_its_embed_requests_bulk_and_other_clients_do_not() -> None:
+    runtime = FakeRuntime("http://runtime-a")
+    runtimes = EmbeddingRuntimes([runtime.url], transport=httpx.MockTransport(runtime.handler))
+    vectors = await ChunkEmbedder(runtimes, batch=8).embed(TEXTS[:20])
+    assert vectors == [vector_of(text) for text in TEXTS[:20]]
+    await runtimes.close()
+    assert runtime.priorities == ["bulk"] * 3  # a runtime serves searches' requests first
+    await runtime.client().embed(TEXTS[:1])  # a plain TeiClient, as retrieval's
+    assert runtime.priorities[3:] == [None]
 
 
 def test_the_runtimes_come_from_embed_urls_else_embed_url(monkeypatch) -> None:

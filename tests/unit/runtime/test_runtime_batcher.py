@@ -1,19 +1,22 @@
-"""The dynamic batcher: who shares a model pass, and whose error is whose (a counting encoder)."""
+"""The dynamic batcher: who shares a model pass, who goes first, and whose error is whose (a counting
+encoder)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import Sequence
 
 import numpy as np
 import pytest
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_runtime.batching import DynamicBatcher
+from ragmesh_runtime.batching import DynamicBatcher, Priority
 from ragmesh_runtime.service import InferenceExecutor
 
 POISON = 666
+INTERACTIVE, BULK = Priority.INTERACTIVE, Priority.BULK
 
 
 class CountingEncoder:
@@ -42,7 +45,7 @@ class CountingEncoder:
 
 def batcher(encoder: CountingEncoder, observed: list | None = None, **limits) -> DynamicBatcher:
     limits.setdefault("max_batch_tokens", 10_000)
-    observe = (lambda requests, tokens, waits: observed.append((requests, tokens, len(waits)))) \
+    observe = (lambda requests, tokens, waits, priority: observed.append((requests, tokens, len(waits)))) \
         if observed is not None else None
     return DynamicBatcher(encoder, InferenceExecutor(), observe=observe, **limits)
 
@@ -179,3 +182,84 @@ def test_a_shut_down_executor_answers_unavailable():
     with pytest.raises(RagmeshError) as refused:
         asyncio.run(service.submit(*job(encoder, [1])))
     assert refused.value.code is ErrorCode.UNAVAILABLE
+
+
+class GatedEncoder(CountingEncoder):
+    """A CountingEncoder whose passes wait until the test opens the gate, so jobs queue meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_pass = threading.Event()
+        self.gate = threading.Event()
+
+    def embed_sequences(self, sequences, normalize=True):
+        self.in_pass.set()
+        self.gate.wait(5)
+        return super().embed_sequences(sequences, normalize)
+
+
+async def queued(*submits) -> list[asyncio.Future]:
+    """The submits started, in this order, and their jobs queued (submit queues before it awaits)."""
+    started = [asyncio.ensure_future(submit) for submit in submits]
+    await asyncio.sleep(0)
+    return started
+
+
+def test_an_interactive_job_waits_for_the_bulk_pass_in_flight_only_and_no_bulk_job_starves():
+    encoder = GatedEncoder()
+    service = batcher(encoder)
+
+    async def main():
+        bulk = await queued(*(service.submit(*job(encoder, [b] * 3), priority=BULK) for b in (1, 2, 3)))
+        await asyncio.to_thread(encoder.in_pass.wait, 5)  # the first bulk job's pass holds the model
+        interactive = await queued(service.submit(*job(encoder, [7])))
+        encoder.gate.set()
+        return await asyncio.gather(*bulk), await asyncio.gather(*interactive)
+
+    bulk, interactive = asyncio.run(main())
+    assert bulk == [[3.0], [6.0], [9.0]] and interactive == [[7.0]]
+    # One bulk job per round: the interactive job went next, ahead of the two bulk jobs queued before it.
+    assert encoder.passes == [[(1, 1, 1)], [(7,)], [(2, 2, 2)], [(3, 3, 3)]]
+
+
+def test_each_round_serves_the_queued_interactive_jobs_then_one_bulk_job_in_a_pass_of_its_own():
+    encoder, passes = GatedEncoder(), []
+
+    def observe(requests, tokens, waits, priority):
+        passes.append((priority, requests))
+
+    service = DynamicBatcher(encoder, InferenceExecutor(), max_batch_tokens=10_000, max_batch_requests=2,
+                             observe=observe)
+
+    async def main():
+        first = await queued(service.submit(*job(encoder, [0])))
+        await asyncio.to_thread(encoder.in_pass.wait, 5)
+        # Bulk queued first, interactive after: more interactive work than one round takes.
+        later = await queued(*(service.submit(*job(encoder, [b]), priority=BULK) for b in (10, 20, 30)),
+                             *(service.submit(*job(encoder, [i])) for i in range(1, 7)))
+        encoder.gate.set()
+        return await asyncio.gather(*first, *later)
+
+    assert asyncio.run(main()) == [[0.0], [10.0], [20.0], [30.0], *([float(i)] for i in range(1, 7))]
+    # Interactive jobs never share a pass with a bulk job, nor come after a queued one; still every
+    # round serves the oldest bulk job, though interactive jobs are left queued.
+    assert encoder.passes == [[(0,)], [(1,), (2,)], [(10,)], [(3,), (4,)], [(20,)], [(5,), (6,)], [(30,)]]
+    assert passes == [(INTERACTIVE, 1), (INTERACTIVE, 2), (BULK, 1), (INTERACTIVE, 2), (BULK, 1),
+                      (INTERACTIVE, 2), (BULK, 1)]
+
+
+def test_a_failed_bulk_pass_fails_that_bulk_job_only():
+    encoder = CountingEncoder()
+    service = batcher(encoder)
+
+    async def main():
+        return await asyncio.gather(service.submit(*job(encoder, [1])),
+                                    service.submit(*job(encoder, [POISON]), priority=BULK),
+                                    service.submit(*job(encoder, [2]), priority=BULK),
+                                    service.submit(*job(encoder, [3])), return_exceptions=True)
+
+    first, failed, bulk, last = asyncio.run(main())
+    assert (first, bulk, last) == ([1.0], [2.0], [3.0])
+    assert isinstance(failed, RagmeshError) and failed.code is ErrorCode.RUNTIME_ERROR
+    assert "batch of 1 requests" in failed.message
+    assert encoder.passes == [[(1,), (3,)], [(POISON,)], [(2,)]]
