@@ -80,12 +80,13 @@ class Job:
 class DynamicBatcher:
     def __init__(
         self, encoder: PassEncoder, executor: InferenceRunner, *, max_batch_tokens: int, max_batch_requests: int = 0,
-        observe: BatchObserver | None = None,
+        observe: BatchObserver | None = None, bulk_slice_tokens: int = 0,
     ) -> None:
         self._encoder = encoder
         self._executor = executor
         self._max_tokens = max_batch_tokens
         self._max_requests = max_batch_requests
+        self._bulk_slice_tokens = bulk_slice_tokens
         self._observe = observe
         self._queues: dict[Priority, deque[Job]] = {priority: deque() for priority in Priority}
         self._worker: asyncio.Task | None = None
@@ -148,7 +149,10 @@ class DynamicBatcher:
         started = time.perf_counter()
         union = list(dict.fromkeys(tuple(s) for _, sequences in group for s in sequences))
         try:
-            vectors = self._encoder.embed_sequences(union, normalize=False)
+            if group[0][0].priority is Priority.BULK and self._bulk_slice_tokens:
+                vectors = self._sliced(union, loop)
+            else:
+                vectors = self._encoder.embed_sequences(union, normalize=False)
         except Exception as exc:
             log.exception("model pass over a batch of %d requests failed", len(group))
             error = RagmeshError(
@@ -170,6 +174,32 @@ class DynamicBatcher:
                     loop.call_soon_threadsafe(_settle, job, None, exc)
                 else:
                     loop.call_soon_threadsafe(_settle, job, result)
+
+    def _sliced(self, union: list[tuple[int, ...]], loop: asyncio.AbstractEventLoop) -> np.ndarray:
+        """A bulk pass's vectors, slice by slice; the interactive jobs queued by the end of a slice are
+        served before the next one, so a search waits for one slice of a build's batch, not all of it.
+        (The event loop appends to the interactive queue while this thread takes from it: a deque's
+        append and popleft are atomic, and the loop takes from it only while this thread is idle.)"""
+        parts = []
+        for piece in _slices(union, self._bulk_slice_tokens):
+            parts.append(self._encoder.embed_sequences(piece, normalize=False))
+            waiting = _live(self._queues[Priority.INTERACTIVE], self._max_requests)
+            if waiting:
+                self._serve(waiting, loop)
+        return np.concatenate(parts)
+
+
+def _slices(sequences: list[tuple[int, ...]], tokens: int) -> list[list[tuple[int, ...]]]:
+    """Consecutive runs of ``sequences`` of about ``tokens`` tokens each (at least one sequence)."""
+    slices: list[list[tuple[int, ...]]] = [[]]
+    size = 0
+    for sequence in sequences:
+        if slices[-1] and size + len(sequence) > tokens:
+            slices.append([])
+            size = 0
+        slices[-1].append(sequence)
+        size += len(sequence)
+    return slices
 
 
 def _live(queue: deque[Job], most: int) -> list[Job]:

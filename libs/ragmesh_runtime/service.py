@@ -74,6 +74,7 @@ class RuntimeService:
         self.batcher = DynamicBatcher(
             models.encoder, self.executor, max_batch_tokens=settings.embedding.max_batch_tokens,
             max_batch_requests=settings.embedding.max_batch_requests, observe=observe_batch,
+            bulk_slice_tokens=settings.embedding.bulk_slice_tokens,
         )
         self.answerer = ExtractiveAnswerer(models.encoder, settings.generator)
         self._in_flight = 0

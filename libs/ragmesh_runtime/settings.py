@@ -58,6 +58,9 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
     # also holds at most max_batch_tokens padded tokens and batch_size sequences.
     max_batch_tokens: int = 8192  # RAGMESH_RUNTIME_MAX_BATCH_TOKENS
     max_batch_requests: int = 0  # RAGMESH_RUNTIME_MAX_BATCH_REQUESTS
+    # A bulk request's pass (an index build's batch) is computed in slices of about this many tokens,
+    # and the interactive requests queued meanwhile are served between two slices (0: one piece).
+    bulk_slice_tokens: int = 1024  # RAGMESH_RUNTIME_BULK_SLICE_TOKENS
     max_client_batch_size: int = 32  # RAGMESH_RUNTIME_MAX_CLIENT_BATCH_SIZE
     max_input_chars: int = 32_768  # RAGMESH_RUNTIME_MAX_INPUT_CHARS: per text, before tokenizing
     auto_truncate: bool = True  # RAGMESH_RUNTIME_AUTO_TRUNCATE: default of the `truncate` field

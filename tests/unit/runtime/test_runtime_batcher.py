@@ -263,3 +263,27 @@ def test_a_failed_bulk_pass_fails_that_bulk_job_only():
     assert isinstance(failed, RagmeshError) and failed.code is ErrorCode.RUNTIME_ERROR
     assert "batch of 1 requests" in failed.message
     assert encoder.passes == [[(1,), (3,)], [(POISON,)], [(2,)]]
+
+
+def test_a_search_queued_during_a_bulk_pass_is_served_between_two_of_its_slices():
+    encoder = GatedEncoder()
+    service = batcher(encoder, bulk_slice_tokens=3)  # a slice per sequence below
+
+    async def main():
+        bulk = await queued(service.submit(*job(encoder, [1] * 3, [2] * 3, [3] * 3, [4] * 3), priority=BULK))
+        await asyncio.to_thread(encoder.in_pass.wait, 5)  # the bulk job's first slice holds the model
+        interactive = await queued(service.submit(*job(encoder, [7])))
+        encoder.gate.set()
+        return await asyncio.gather(*bulk), await asyncio.gather(*interactive)
+
+    bulk, interactive = asyncio.run(main())
+    assert bulk == [[3.0, 6.0, 9.0, 12.0]] and interactive == [[7.0]]
+    assert encoder.passes == [[(1, 1, 1)], [(7,)], [(2, 2, 2)], [(3, 3, 3)], [(4, 4, 4)]]
+
+
+def test_slices_cut_a_pass_at_about_the_token_budget():
+    from ragmesh_runtime.batching import _slices
+
+    sequences = [(1,) * 4, (2,) * 4, (3,) * 9, (4,) * 2]
+    assert _slices(sequences, 8) == [[(1,) * 4, (2,) * 4], [(3,) * 9], [(4,) * 2]]
+    assert _slices([], 8) == [[]]
