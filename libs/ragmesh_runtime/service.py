@@ -191,7 +191,9 @@ class RuntimeService:
             )
         prompt = parse_evidence_prompt(turns)
         with self._admitted():
-            answer = await self.executor.run(self.answerer.answer, prompt)
+            # An interactive job of the batcher (it plans no sequences: the answerer embeds its own),
+            # so a chat is served between the slices of an index build's pass, as a search is.
+            answer = await self.batcher.submit(lambda: [], lambda _: self.answerer.answer(prompt))
         log.info(
             "extractive answer question_sha256=%s sources=%d best_score=%s sufficient=%s",
             query_hash(prompt.question),
