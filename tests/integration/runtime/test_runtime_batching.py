@@ -219,3 +219,21 @@ async def test_requests_over_max_concurrent_requests_get_429_while_the_batch_wai
         assert response.status_code == 429
         assert response.json() == {"error": "Model is overloaded", "error_type": "Overloaded"}
     assert [r.status_code for r in served] == [200, 200]
+
+
+def test_an_extractive_answer_is_an_interactive_job_of_the_batcher(uncached_models):
+    """So it is served between the slices of a build's pass, as a search's requests are (it used to
+    run on the inference thread outside the batcher, behind a whole bulk round)."""
+    from ragmesh_runtime.generator.prompt_protocol import ChatTurn
+
+    passes: list[tuple[int, object]] = []
+    service = RuntimeService(uncached_models, RuntimeSettings(embedding=EmbeddingSettings(cache_entries=0)),
+                             observe_batch=lambda requests, _tokens, _waits, priority: passes.append((requests, priority)))
+    evidence = ('<evidence>\n<source id="S1" title="Pandas" heading="Diet">\nGiant pandas eat bamboo.\n</source>\n'
+                "</evidence>\n<question>What do giant pandas eat?</question>")
+    try:
+        answer = asyncio.run(service.answer([ChatTurn("user", evidence)]))
+    finally:
+        service.close()
+    assert answer.best_score is not None
+    assert [(requests, priority.value) for requests, priority in passes] == [(1, "interactive")]
