@@ -61,7 +61,7 @@ def load_models(settings: RuntimeSettings) -> LoadedModels:
         threads=embedding.threads,
         allow_spinning=embedding.allow_spinning,
         batch_size=embedding.batch_size,
-        max_batch_tokens=embedding.max_batch_tokens,
+        max_batch_tokens=embedding.run_tokens,
         cache_entries=embedding.cache_entries,
         tokenizer_tag=tokenizer_file.sha256,
     )
