@@ -47,7 +47,7 @@ import qdrant_edge as qe
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 from ragmesh_common.vectorstore.edge_catalog import EdgeCatalog
-from ragmesh_common.vectorstore.fusion import cosines as batch_cosines, reciprocal_rank_fusion
+from ragmesh_common.vectorstore.fusion import cosines, reciprocal_rank_fusion
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
     INDEXED_KEYWORDS,
@@ -381,12 +381,12 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
     # The dense search already scored its candidates (cosine of normalised vectors, rescored on the
     # originals when quantized); only the
     # hits that came from the BM25 list alone need their stored vector read.
-    cosines = {str(p.id): float(p.score) for p in dense_list}
-    missing = [i for i in ids if i not in cosines]
+    dense_scores = {str(p.id): float(p.score) for p in dense_list}
+    missing = [i for i in ids if i not in dense_scores]
     if missing:
         stored = [(str(r.id), (r.vector or {}).get(DENSE)) for r in shard.retrieve(missing, False, [DENSE])]
         stored = [(point_id, vector) for point_id, vector in stored if vector is not None]
-        cosines.update(zip([i for i, _ in stored], batch_cosines(dense, [v for _, v in stored])))
+        dense_scores.update(zip([i for i, _ in stored], cosines(dense, [v for _, v in stored])))
     bm25 = _sparse_scores(shard, sparse, point_filter, sparse_list, ids)
     hits = []
     for point_id, score in fused:
@@ -394,7 +394,7 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
         if record is None:  # cannot happen while one thread both writes and reads
             continue
         hits.append(ScoredHit(id=point_id, fused=score, payload=record.payload or {},
-                              dense=cosines.get(point_id), sparse=bm25.get(point_id, 0.0)))
+                              dense=dense_scores.get(point_id), sparse=bm25.get(point_id, 0.0)))
     return hits
 
 

@@ -1,5 +1,6 @@
-"""Score arithmetic shared by adapters that fuse outside the engine, written to give the very floats
-qdrant-client's local mode gives (its ``reciprocal_rank_fusion`` and QdrantVectorStore's cosine)."""
+"""Score arithmetic shared by adapters that fuse outside the engine: RRF written to give the very
+floats qdrant-client's local mode gives (its ``reciprocal_rank_fusion``), and the cosines both
+adapters give a fused hit's dense score with."""
 
 from __future__ import annotations
 
@@ -20,15 +21,10 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rrf_k: int, limit:
     return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
-    norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
-    return float(va @ vb) / norm if norm else 0.0
-
-
 def cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
-    """``cosine(query, v)`` of each vector, in one matrix product: converting the vectors (lists of
-    floats from the engine) one at a time cost more than the arithmetic (0.4 ms of a 6 ms search)."""
+    """The cosine of ``query`` and each vector (0.0 for a zero vector), in one matrix product:
+    converting the vectors (lists of floats from the engine) one at a time cost more than the
+    arithmetic (0.4 ms of a 6 ms search)."""
     if not vectors:
         return []
     q = np.asarray(query, dtype=np.float32)

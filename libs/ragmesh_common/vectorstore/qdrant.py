@@ -34,7 +34,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
-from ragmesh_common.vectorstore.fusion import cosine
+from ragmesh_common.vectorstore.fusion import cosines
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
     INDEXED_KEYWORDS,
@@ -241,7 +241,7 @@ class QdrantVectorStore(VectorStorePort):
             )
             bm25 = await self._sparse_scores(query.collection, sparse, point_filter,
                                              [str(p.id) for p in response.points])
-            return [_fused_hit(p, dense, bm25) for p in response.points]
+            return _fused_hits(response.points, dense, bm25)
         if dense is None and sparse is None:
             return []
         using, vector = (DENSE, dense) if dense is not None else (SPARSE, sparse)
@@ -368,16 +368,21 @@ def _sparse_model(sparse: SparseVector) -> models.SparseVector:
     return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
 
 
-def _fused_hit(point: Any, query_vector: list[float], bm25: dict[str, float]) -> ScoredHit:
-    vectors = point.vector if isinstance(point.vector, dict) else {}
-    stored = vectors.get(DENSE)
-    return ScoredHit(
-        id=str(point.id),
-        fused=float(point.score),
-        payload=point.payload or {},
-        dense=cosine(query_vector, stored) if stored is not None else None,
-        sparse=bm25.get(str(point.id), 0.0),
-    )
+def _fused_hits(points: list[Any], query_vector: list[float], bm25: dict[str, float]) -> list[ScoredHit]:
+    """The fused points as hits, each with the cosine of its stored dense vector (one matrix product
+    for all of them, as the embedded store computes its own: fusion.cosines)."""
+    stored = [(point.vector if isinstance(point.vector, dict) else {}).get(DENSE) for point in points]
+    scored = iter(cosines(query_vector, [vector for vector in stored if vector is not None]))
+    return [
+        ScoredHit(
+            id=str(point.id),
+            fused=float(point.score),
+            payload=point.payload or {},
+            dense=next(scored) if vector is not None else None,
+            sparse=bm25.get(str(point.id), 0.0),
+        )
+        for point, vector in zip(points, stored)
+    ]
 
 
 def _server_says(exc: UnexpectedResponse) -> str:
