@@ -76,6 +76,57 @@ async def test_a_server_that_hangs_up_without_answering_is_an_error() -> None:
             await client.post_json("/", {})
 
 
+async def _hanging_up_server(answered_per_connection: int, *, read_before_hanging_up: bool):
+    """Each connection answers ``answered_per_connection`` requests with keep-alive, then closes:
+    while idle (as uvicorn's keep-alive timeout does), or after reading one more request."""
+    seen = {"connections": 0, "requests": 0}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen["connections"] += 1
+        for _ in range(answered_per_connection):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            await reader.readexactly(length)
+            seen["requests"] += 1
+            writer.write(ok(str(seen["requests"]).encode()))
+            await writer.drain()
+        if read_before_hanging_up:
+            await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", seen
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_an_error() -> None:
+    # mesh_overhead's 16-client fresh pass lost a search this way: uvicorn had closed a connection
+    # left idle during the in-process passes, and the client reused it.
+    server, url, seen = await _hanging_up_server(1, read_before_hanging_up=False)
+    async with server, lean_client(url) as client:
+        assert await client.post_json("/", {}) == 1
+        await asyncio.sleep(0.05)  # the server's FIN has arrived
+        assert await client.post_json("/", {}) == 2
+    assert seen["connections"] == 2
+
+
+async def test_a_request_the_closing_server_dropped_is_sent_again_on_a_new_connection() -> None:
+    # The race: the request went out on a reused connection as the server closed it.
+    server, url, seen = await _hanging_up_server(1, read_before_hanging_up=True)
+    async with server, lean_client(url) as client:
+        assert await client.post_json("/", {}) == 1
+        assert await client.post_json("/", {}) == 2
+    assert seen["connections"] == 2
+
+
+async def test_a_new_connection_closed_before_a_response_is_not_retried() -> None:
+    server, url, seen = await _hanging_up_server(0, read_before_hanging_up=True)
+    async with server, lean_client(url) as client:
+        with pytest.raises(LeanHttpError, match="closed before a response"):
+            await client.post_json("/", {})
+    assert seen["connections"] == 1
+
+
 def test_only_plain_http_urls() -> None:
     with pytest.raises(ValueError):
         LeanClient("https://example.org")
