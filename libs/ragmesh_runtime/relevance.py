@@ -11,8 +11,9 @@ import abc
 import json
 import math
 import re
+from array import array
 from collections import Counter
-from typing import Hashable, Sequence
+from typing import Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -173,13 +174,13 @@ class RequestBm25Scorer(RelevanceScorer):
 
     def _bm25(self, query_terms: Sequence[Hashable], text_terms: Sequence[Sequence[Hashable]]) -> np.ndarray:
         terms = set(query_terms)
-        counts = [Counter(tokens) for tokens in text_terms]
-        lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
+        n = len(text_terms)
+        frequencies = _frequencies(terms, text_terms)
+        lengths = np.array([len(tokens) for tokens in text_terms], dtype=np.float64)
         average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
-        scores = np.zeros(len(counts), dtype=np.float64)
-        n = len(counts)
+        scores = np.zeros(n, dtype=np.float64)
         for term in terms:
-            tf = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
+            tf = frequencies(term)
             found = int((tf > 0).sum())
             if not found:
                 continue
@@ -187,6 +188,22 @@ class RequestBm25Scorer(RelevanceScorer):
             norm = self._k1 * (1.0 - self._b + self._b * lengths / average)
             scores += idf * tf * (self._k1 + 1.0) / (tf + norm)
         return scores
+
+
+def _frequencies(terms: set[Hashable], text_terms: Sequence[Sequence[Hashable]]) -> Callable[[Hashable], np.ndarray]:
+    """How often a query term occurs in each text, as float64. Term ids held in ``array('q')`` (the
+    term cache's) are counted all at once in numpy, which for 50 candidates takes a fraction of the
+    time of a Counter per text; other tokens (Han bigrams) by Counter. Both give the same counts."""
+    n = len(text_terms)
+    if (n and terms and all(isinstance(term, int) for term in terms)
+            and all(isinstance(tokens, array) and tokens.typecode == "q" for tokens in text_terms)):
+        flat = np.concatenate([np.frombuffer(tokens, dtype=np.int64) for tokens in text_terms])
+        owners = np.repeat(np.arange(n), [len(tokens) for tokens in text_terms])
+        kept = np.isin(flat, np.fromiter(terms, dtype=np.int64, count=len(terms)))
+        flat, owners = flat[kept], owners[kept]
+        return lambda term: np.bincount(owners[flat == term], minlength=n).astype(np.float64)
+    counts = [Counter(tokens) for tokens in text_terms]
+    return lambda term: np.array([c.get(term, 0) for c in counts], dtype=np.float64)
 
 
 def bm25_term_cache(entries: int, encoder: LexicalEncoder | None = None) -> TextFeatureCache:

@@ -134,3 +134,42 @@ def test_a_chinese_only_signal_serves_chinese_queries_alone():
     assert (english.calls, chinese.calls, both.calls) == (1, 0, 1)
     blend.score("哪个端口", ["a", "b"], True)
     assert (english.calls, chinese.calls, both.calls) == (1, 1, 2)
+
+
+def _reference_bm25(query_terms, text_terms, k1=1.2, b=0.75):
+    """BM25 written out term by term, one Counter per text (what the scorer computed before it
+    counted term ids in numpy)."""
+    from collections import Counter
+    import math
+
+    counts = [Counter(tokens) for tokens in text_terms]
+    lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
+    average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
+    scores = np.zeros(len(counts))
+    for term in set(query_terms):
+        tf = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
+        found = int((tf > 0).sum())
+        if found:
+            idf = math.log(1.0 + (len(counts) - found + 0.5) / (found + 0.5))
+            scores += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * lengths / average))
+    return scores
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_request_bm25_over_cached_term_ids_equals_the_per_text_counts(seed):
+    from array import array
+
+    rng = np.random.default_rng(seed)
+    vocabulary = int(rng.integers(5, 400))
+    texts = [array("q", rng.integers(0, vocabulary, int(rng.integers(0, 120))).tolist())
+             for _ in range(int(rng.integers(1, 60)))]
+    query = rng.integers(0, vocabulary + 5, int(rng.integers(1, 12))).tolist()  # some in no text
+    scores = RequestBm25Scorer()._bm25(query, texts)
+    assert np.array_equal(scores, _reference_bm25(query, texts))
+    assert np.array_equal(RequestBm25Scorer()._bm25(query, [list(t) for t in texts]), scores)  # the Counter path
+
+
+def test_request_bm25_of_han_bigrams_still_counts_strings():
+    texts = [["北京", "京大", "北京"], ["上海"], []]
+    assert np.array_equal(RequestBm25Scorer()._bm25(["北京", "上海"], texts),
+                          _reference_bm25(["北京", "上海"], texts))
