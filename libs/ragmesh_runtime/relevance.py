@@ -8,11 +8,13 @@ trained reranker's.
 from __future__ import annotations
 
 import abc
+import functools
 import json
 import math
 import re
 from array import array
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 import numpy as np
@@ -27,6 +29,16 @@ from ragmesh_runtime.pooling import token_windows
 from ragmesh_runtime.settings import RerankSettings
 from ragmesh_runtime.text_features import TextFeatureCache
 from ragmesh_runtime.wordllama_similarity import WordLlamaSimilarity
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One request, worked out once: the MiniLM sequences its scoring needs (which a batched pass
+    computes for several requests at once, ragmesh_runtime.batching), and ``score``, which scores it
+    from their vectors once that pass has run."""
+
+    sequences: list[list[int]]
+    score: Callable[[], np.ndarray]
 
 
 class RelevanceScorer(abc.ABC):
@@ -50,6 +62,11 @@ class RelevanceScorer(abc.ABC):
         several requests at once (ragmesh_runtime.batching); none by default."""
         return []
 
+    def planned(self, query: str, texts: Sequence[str], truncate: bool) -> Planned:
+        """``model_inputs`` and ``score`` of one request; scorers that would work the inputs out twice
+        (the texts' windows) override it to do so once."""
+        return Planned(self.model_inputs(query, texts, truncate), lambda: self.score(query, texts, truncate))
+
 
 class MiniLmWindowScorer(RelevanceScorer):
     """Cosine between the query and each window of a text; the text scores its best window.
@@ -71,15 +88,21 @@ class MiniLmWindowScorer(RelevanceScorer):
         )
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
-        sequences, owners = self._windows(query, texts, truncate)
-        vectors = self._encoder.embed_sequences(sequences, normalize=True)
-        similarities = vectors[1:] @ vectors[0]
-        scores = np.full(len(texts), -1.0, dtype=np.float32)
-        np.maximum.at(scores, np.asarray(owners, dtype=np.int64), similarities)
-        return scores
+        return self.planned(query, texts, truncate).score()
 
     def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
         return self._windows(query, texts, truncate)[0]
+
+    def planned(self, query: str, texts: Sequence[str], truncate: bool) -> Planned:
+        sequences, owners = self._windows(query, texts, truncate)
+        return Planned(sequences, functools.partial(self._best_windows, sequences, owners, len(texts)))
+
+    def _best_windows(self, sequences: list[list[int]], owners: list[int], count: int) -> np.ndarray:
+        vectors = self._encoder.embed_sequences(sequences, normalize=True)
+        similarities = vectors[1:] @ vectors[0]
+        scores = np.full(count, -1.0, dtype=np.float32)
+        np.maximum.at(scores, np.asarray(owners, dtype=np.int64), similarities)
+        return scores
 
     def _windows(self, query: str, texts: Sequence[str], truncate: bool) -> tuple[list[list[int]], list[int]]:
         """The query's sequence, then every window of every text; and the text each window is of."""
@@ -126,9 +149,16 @@ class BlendedScorer(RelevanceScorer):
         return self._primary.model_inputs(query, texts, truncate)
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
-        primary = self._primary.score(query, texts, truncate)
-        lexical = self._wordllama.cosine_to_query(query, texts)
-        return (1.0 - self._weight) * primary + self._weight * lexical
+        return self.planned(query, texts, truncate).score()
+
+    def planned(self, query: str, texts: Sequence[str], truncate: bool) -> Planned:
+        primary = self._primary.planned(query, texts, truncate)
+
+        def score() -> np.ndarray:
+            lexical = self._wordllama.cosine_to_query(query, texts)
+            return (1.0 - self._weight) * primary.score() + self._weight * lexical
+
+        return Planned(primary.sequences, score)
 
 
 class RequestBm25Scorer(RelevanceScorer):
@@ -290,17 +320,29 @@ class ZBlendScorer(RelevanceScorer):
                 for sequence in signal.model_inputs(query, texts, truncate)]
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
-        total = np.zeros(len(texts), dtype=np.float64)
+        return self.planned(query, texts, truncate).score()
+
+    def planned(self, query: str, texts: Sequence[str], truncate: bool) -> Planned:
         chinese = is_mostly_cjk(query)
+        sequences: list[list[int]] = []
+        signals: list[tuple[float, Callable[[], np.ndarray]]] = []
         for weight, signal in self._signals:
             if not self._serves(signal, chinese):
                 continue
             if isinstance(signal, RelevanceScorer):
-                values = signal.score(query, texts, truncate)
+                plan = signal.planned(query, texts, truncate)
+                sequences.extend(plan.sequences)
+                signals.append((weight, plan.score))
             else:
-                values = signal.cosine_to_query(query, texts)
-            total += weight * standardised(values)
-        return total.astype(np.float32)
+                signals.append((weight, functools.partial(signal.cosine_to_query, query, texts)))
+
+        def score() -> np.ndarray:
+            total = np.zeros(len(texts), dtype=np.float64)
+            for weight, values in signals:
+                total += weight * standardised(values())
+            return total.astype(np.float32)
+
+        return Planned(sequences, score)
 
 
 def build_scorer(

@@ -28,7 +28,7 @@ from ragmesh_runtime.generator.prompt_protocol import ChatTurn, parse_evidence_p
 from ragmesh_runtime.encoder import Token
 from ragmesh_runtime.models import LoadedModels
 from ragmesh_runtime.pooling import l2_normalize
-from ragmesh_runtime.relevance import RelevanceScorer, build_scorer
+from ragmesh_runtime.relevance import Planned, RelevanceScorer, build_scorer
 from ragmesh_runtime.settings import RuntimeSettings
 
 log = logging.getLogger("ragmesh_runtime")
@@ -176,10 +176,14 @@ class RuntimeService:
         self._check_texts(texts, "texts", max_count=self.settings.rerank.max_texts)
         truncate = self._truncate(truncate)
         texts = list(texts)
+        plan: list[Planned] = []  # worked out once, on the inference thread, before the pass
+
+        def sequences() -> list[list[int]]:
+            plan.append(self.scorer.planned(query, texts, truncate))
+            return plan[0].sequences
+
         with self._admitted():
-            return await self.batcher.submit(
-                functools.partial(self.scorer.model_inputs, query, texts, truncate),
-                lambda _: self.scorer.score(query, texts, truncate), priority)
+            return await self.batcher.submit(sequences, lambda _: plan[0].score(), priority)
 
     # -- extractive answers -----------------------------------------------------------------
     async def answer(self, turns: Sequence[ChatTurn]) -> ExtractiveAnswer:

@@ -85,6 +85,25 @@ def test_rerank_scores_of_a_shared_pass_equal_each_request_scored_alone(uncached
         np.testing.assert_allclose(shared, one, atol=1e-5)
 
 
+def test_a_rerank_works_out_its_windows_once_and_scores_as_the_scorer_alone(uncached_models, monkeypatch):
+    # The plan (the sequences the shared pass embeds) and the scoring used to tokenize and window
+    # the same candidates twice per request.
+    from ragmesh_runtime.relevance import MiniLmWindowScorer
+
+    service, _ = service_of(uncached_models)
+    calls = []
+    windows = MiniLmWindowScorer._windows
+    monkeypatch.setattr(MiniLmWindowScorer, "_windows",
+                        lambda self, *args: calls.append(args[0]) or windows(self, *args))
+    try:
+        served = asyncio.run(service.rerank(QUERIES[0], CANDIDATES, True))
+        assert calls == [QUERIES[0]]
+        alone = service.scorer.score(QUERIES[0], CANDIDATES, True)  # no batcher: plan and score in one go
+    finally:
+        service.close()
+    np.testing.assert_allclose(served, alone, atol=1e-6)
+
+
 def test_an_input_over_the_token_limit_fails_alone_in_its_batch(uncached_models):
     service, passes = service_of(uncached_models)
     too_long = "word " * (MiniLmEncoder.max_input_tokens + 10)
