@@ -206,7 +206,7 @@ def setup_telemetry(service: str, *, level: str | None = None) -> None:
 def instrument_clients() -> None:
     """Spans for the client libraries ragmesh calls through (once per process).
 
-    The instrumentations patch the libraries' classes (httpx's transports, redis' and asyncpg's
+    The instrumentations patch the libraries' classes (httpx's transports, aiohttp's session, redis' and asyncpg's
     command methods), so clients built before this call are traced too. Redis statements are
     recorded as ``COMMAND ? ?`` and SQL without its parameters (the instrumentations' defaults), so
     no key, token or user text reaches a span.
@@ -221,6 +221,10 @@ def instrument_clients() -> None:
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
         HTTPXClientInstrumentor().instrument()
+    if _installed("aiohttp"):
+        from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+
+        AioHttpClientInstrumentor().instrument()
     if _installed("redis"):
         from opentelemetry.instrumentation.redis import RedisInstrumentor
 

@@ -14,10 +14,11 @@ from ragmesh_common import telemetry
 def fresh_instrumentation(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(telemetry, "_clients_instrumented", False)
     yield
+    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.redis import RedisInstrumentor
 
-    for instrumentor in (HTTPXClientInstrumentor(), RedisInstrumentor()):
+    for instrumentor in (HTTPXClientInstrumentor(), AioHttpClientInstrumentor(), RedisInstrumentor()):
         if instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.uninstrument()
 

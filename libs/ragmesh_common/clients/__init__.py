@@ -7,3 +7,8 @@
 # (4 of 216 reuses after 4.8-5.2 s idle at load 17; the generation fault drill's stray ``embedding``
 # flag in CI).
 KEEPALIVE_EXPIRY_S = 2.0
+
+# A ragmesh header TEI ignores: the CPU runtime serves a request marked "bulk" after the interactive
+# ones queued with it (ragmesh_runtime.batching), so an index build's batches do not hold up searches.
+# Here, not in .tei, so that the runtime, which reads it, needs none of the client's libraries.
+PRIORITY_HEADER = "X-Ragmesh-Priority"

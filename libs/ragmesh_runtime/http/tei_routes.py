@@ -17,7 +17,7 @@ from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import Provide
 
-from ragmesh_common.clients.tei import PRIORITY_HEADER
+from ragmesh_common.clients import PRIORITY_HEADER
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_runtime import __version__
 from ragmesh_runtime.batching import Priority
