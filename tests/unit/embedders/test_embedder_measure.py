@@ -54,3 +54,27 @@ def test_compare_measures_both_directions_and_refuses_mismatched_shapes() -> Non
     assert topk_overlap(docs, -docs, docs[:5], k=3) == 0.0  # every ranking reversed
     with pytest.raises(ValueError, match="differ in shape"):
         compare(docs, docs[:, :4], docs[:5], docs[:5, :4])
+
+
+def test_the_dynamic_int8_candidate_multiplies_in_int8_and_stays_near_the_runtime(encoders: Encoders, probes,
+                                                                                   tmp_path) -> None:
+    # bench/embedder_compat.py's runtime-int8-dynamic: a measured candidate for a faster query pass,
+    # built from the same file; its graph must really multiply in int8, or its timing means nothing.
+    import collections
+
+    import onnx
+
+    from ragmesh_bench.embedder_compat import dynamic_int8_model
+    from ragmesh_runtime.model_files import MINILM_ONNX
+
+    def ops(model) -> collections.Counter:
+        return collections.Counter(node.op_type for node in onnx.load(model).graph.node)
+
+    original, dynamic_ops = ops(MINILM_ONNX.path()), ops(dynamic_int8_model(MINILM_ONNX.path(), tmp_path))
+    assert dynamic_ops["MatMulInteger"] >= 36 and dynamic_ops["DynamicQuantizeLinear"] >= 1  # 6 layers x 6 weights
+    assert dynamic_ops["MatMul"] < original["MatMul"]
+    docs, queries = probes
+    runtime = encoders.embed("runtime-int8", docs), encoders.embed("runtime-int8", queries)
+    dynamic = encoders.embed("runtime-int8-dynamic", docs), encoders.embed("runtime-int8-dynamic", queries)
+    agreement = compare(runtime[0], dynamic[0], runtime[1], dynamic[1])
+    assert 0.98 < agreement.cosine_mean < 0.9999, agreement  # close, and not the same vectors
