@@ -87,7 +87,7 @@ from inprocess_search import InProcessPipeline
 from search_latency import measure
 
 from ragmesh_bench.beir_dataset import load_beir
-from ragmesh_bench.lean_http import LeanClient, lean_client
+from ragmesh_bench.lean_http import lean_client
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
 from ragmesh_bench.overhead_report import (LAYERS, batch_counters, batching_of, cpu_ms_per_search, hop_breakdown,
                                            profile_shares, smoke_failures, top_frames)
@@ -163,17 +163,23 @@ def start_mesh(mesh: Mesh) -> None:
 Search = Callable[[str], Awaitable[tuple[list[str], list[str]]]]  # query -> (chunk ids, degraded)
 
 
-def gateway_search(client: httpx.AsyncClient | LeanClient, corpus: str, top_k: int) -> Search:
-    def found(body: dict) -> tuple[list[str], list[str]]:
-        return [r["chunk_id"] for r in body["results"]], body["degraded"]
+PostJson = Callable[[str, dict], Awaitable[Any]]  # (path, body) -> the decoded JSON of a 2xx answer
 
-    async def search(query: str) -> tuple[list[str], list[str]]:
-        request = {"query": query, "top_k": top_k, "filters": {"corpus": corpus}}
-        if isinstance(client, LeanClient):
-            return found(await client.post_json(SEARCH, request))
-        resp = await client.post(SEARCH, json=request)
+
+def httpx_post_json(client: httpx.AsyncClient) -> PostJson:
+    """``--client httpx``: the same calls through httpx (LeanClient.post_json's contract)."""
+    async def post_json(path: str, body: dict) -> Any:
+        resp = await client.post(path, json=body)
         resp.raise_for_status()
-        return found(resp.json())
+        return resp.json()
+
+    return post_json
+
+
+def gateway_search(post_json: PostJson, corpus: str, top_k: int) -> Search:
+    async def search(query: str) -> tuple[list[str], list[str]]:
+        body = await post_json(SEARCH, {"query": query, "top_k": top_k, "filters": {"corpus": corpus}})
+        return [r["chunk_id"] for r in body["results"]], body["degraded"]
 
     return search
 
@@ -228,12 +234,10 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return out
 
 
-PIDS: dict[str, int] = {}  # the mesh's processes, by service, once started
-
-
-async def run_pass(search: Search, queries: list[str], concurrency: int) -> tuple[dict, dict[str, list[str]]]:
+async def run_pass(search: Search, queries: list[str], concurrency: int,
+                   pids: dict[str, int]) -> tuple[dict, dict[str, list[str]]]:
     """search_latency.measure over ``queries``; also each query's chunk ids, the degraded answers, the
-    first error and the CPU each process spent per search."""
+    first error and the CPU each process of ``pids`` (the mesh's, by service) spent per search."""
     found: dict[str, list[str]] = {}
     degraded = 0
     first_error = ""
@@ -248,9 +252,9 @@ async def run_pass(search: Search, queries: list[str], concurrency: int) -> tupl
         found[query] = ids
         degraded += bool(skipped)
 
-    cpu_before = cpu_seconds(PIDS)
+    cpu_before = cpu_seconds(pids)
     stats = await measure(call, queries, concurrency)
-    stats["cpu_ms_per_search"] = cpu_ms_per_search(cpu_before, cpu_seconds(PIDS), len(queries))
+    stats["cpu_ms_per_search"] = cpu_ms_per_search(cpu_before, cpu_seconds(pids), len(queries))
     stats["degraded"] = degraded
     if first_error:
         stats["first_error"] = first_error
@@ -269,8 +273,8 @@ def emit(**fields: Any) -> None:
 # --- main ------------------------------------------------------------------------------------
 
 
-async def warm_up(name: str, search: Search, queries: list[str], corpus: str) -> None:
-    stats, found = await run_pass(search, queries, 1)
+async def warm_up(name: str, search: Search, queries: list[str], corpus: str, pids: dict[str, int]) -> None:
+    stats, found = await run_pass(search, queries, 1, pids)
     if not any(found.values()):
         raise SystemExit(f"{name}: the warm-up queries found nothing in corpus {corpus!r}: {stats}")
 
@@ -281,10 +285,11 @@ async def runtime_passes(runtime: httpx.AsyncClient) -> dict[str, float]:
 
 
 async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search,
-                        layers: dict[str, Search], runtime: httpx.AsyncClient) -> tuple[int, int]:
+                        layers: dict[str, Search], runtime: httpx.AsyncClient,
+                        pids: dict[str, int]) -> tuple[int, int]:
     """The passes of one level; returns when the warm gateway pass ran (wall clock, ns), for its hops."""
     counters = await runtime_passes(runtime)
-    fresh, _ = await run_pass(via_gateway, queries, level)
+    fresh, _ = await run_pass(via_gateway, queries, level, pids)
     # /embed of each query (retrieval) and /rerank of its candidates, shared passes or not.
     fresh["runtime"] = batching_of(counters, await runtime_passes(runtime))
     if level == 1:
@@ -292,17 +297,17 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
         fresh["goal_met"] = all(fresh[k] <= limit for k, limit in GOAL_FRESH_MS.items())
     emit(kind="pass", path="gateway_fresh", **fresh)
     warm_started = time.time_ns()
-    warm, via_gateway_found = await run_pass(via_gateway, queries, level)
+    warm, via_gateway_found = await run_pass(via_gateway, queries, level, pids)
     warm_window = (warm_started, time.time_ns())
     emit(kind="pass", path="gateway_warm", **warm)
-    await run_pass(in_process, queries, level)  # untimed: fills the in-process query-embedding LRU
-    local, in_process_found = await run_pass(in_process, queries, level)
+    await run_pass(in_process, queries, level, pids)  # untimed: fills the in-process query-embedding LRU
+    local, in_process_found = await run_pass(in_process, queries, level, pids)
     emit(kind="pass", path="inprocess_warm", **local)
     emit(kind="ratio", concurrency=level, of="gateway_warm / inprocess_warm", goal=GOAL_RATIO,
          p50=round(warm["p50_ms"] / local["p50_ms"], 3), p99=round(warm["p99_ms"] / local["p99_ms"], 3),
          same_results=same_share(via_gateway_found, in_process_found), queries=len(queries))
     for name, search in layers.items():
-        stats, _ = await run_pass(search, queries, level)
+        stats, _ = await run_pass(search, queries, level, pids)
         emit(kind="pass", path=name, **stats)
     return warm_window
 
@@ -324,7 +329,7 @@ async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, bat
 
 async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
                       levels: list[int], sets: list[list[str]], warmup: list[str], config: dict,
-                      warm_windows: dict[int, tuple[int, int]]) -> None:
+                      warm_windows: dict[int, tuple[int, int]], pids: dict[str, int]) -> None:
     limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
     try:
         await pipeline.open()
@@ -338,15 +343,17 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
         async with gateway_client as client, \
                 httpx.AsyncClient(base_url=mesh.endpoints()["runtime"], timeout=30) as runtime, \
                 open_channel(f"127.0.0.1:{mesh.ports.port('retrieval')}") as channel:
-            via_gateway = gateway_search(client, corpus, args.top_k)
+            via_gateway = gateway_search(client.post_json if args.client == "lean" else httpx_post_json(client),
+                                         corpus, args.top_k)
             in_process = inprocess_search(pipeline, corpus, args.top_k)
             layers = {"retrieval_inprocess": retrieval_inprocess(pipeline, corpus, candidates),
                       "retrieval_grpc": retrieval_grpc(channel, corpus, candidates)}
-            await warm_up("gateway", via_gateway, warmup, corpus)
-            await warm_up("in-process", in_process, warmup, corpus)
+            await warm_up("gateway", via_gateway, warmup, corpus, pids)
+            await warm_up("in-process", in_process, warmup, corpus, pids)
             emit(kind="config", corpus=corpus, **config, index=await pipeline.index_stats(corpus))
             for level, queries in zip(levels, sets):
-                warm_windows[level] = await measure_level(level, queries, via_gateway, in_process, layers, runtime)
+                warm_windows[level] = await measure_level(level, queries, via_gateway, in_process, layers, runtime,
+                                                           pids)
     finally:
         await pipeline.close()
 
@@ -470,10 +477,10 @@ def main(argv: list[str] | None = None) -> int:
         warm_windows: dict[int, tuple[int, int]] = {}
         try:
             start_mesh(mesh)
-            PIDS.update({svc: mesh.processes[svc].pid for svc in SERVICES})
+            pids = {svc: mesh.processes[svc].pid for svc in SERVICES}
             profilers = {svc: start_profiler(mesh, svc, file) for svc, file in args.profiles.items()}
             config = run_config(args, levels, sets, pipeline, cache)
-            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, warm_windows))
+            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, warm_windows, pids))
         finally:
             mesh.stop()
             for profiler in profilers.values():
