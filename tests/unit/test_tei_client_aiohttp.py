@@ -8,7 +8,6 @@ import asyncio
 import json
 
 import pytest
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from ragmesh_common.clients import PRIORITY_HEADER

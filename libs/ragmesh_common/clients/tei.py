@@ -5,8 +5,8 @@ default. Written against the documented API instead of the `tei-client` package,
 call makes a blocking GET /info and whose async health check is broken.
 
 Given a URL, it speaks HTTP through aiohttp: every search makes one or two of these calls (retrieval's
-/embed of a new query, rerank's /rerank), and aiohttp's compiled parser and lighter pool cost about
-0.25 ms of CPU per call where httpx cost 0.9 (a local echo server, 2,000 calls each). Given an
+/embed of a new query, rerank's /rerank), and aiohttp's compiled parser and lighter pool cost much
+less CPU per call than httpx (docs/performance.md, "The runtime client"). Given an
 ``httpx.AsyncClient`` (the indexer's pool of runtimes, and tests that serve the API in-process), it
 uses that. Both carry the trace context and the request id, keep no connection idle for longer than
 the runtime's server would (ragmesh_common.clients), and fail with the same error codes.
@@ -162,9 +162,10 @@ class _Aiohttp:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             # A session belongs to the loop it was made in; one left in a finished loop is dropped.
-            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_EXPIRY_S, ttl_dns_cache=None)
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                                  skip_auto_headers=("User-Agent",))
+            # Names are resolved again every 10 s (aiohttp's default): a restarted container may
+            # come back at another address.
+            connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_EXPIRY_S)
+            self._session = aiohttp.ClientSession(connector=connector)
             self._loop = loop
         return self._session
 
