@@ -63,8 +63,12 @@ without an error.
 
 Output, one JSON line each: the config (corpus, index size, settings, environment overrides), a line
 per pass (latency in ms at the client: p50/p95/p99/mean/max, qps, errors, degraded responses, the
-1-minute load average; statistics from bench/search_latency.py), a ratio line per level. Every
-process started here is stopped on exit, Ctrl-C and SIGTERM included.
+1-minute load average; statistics from bench/search_latency.py), a ratio line per level, and after
+the run a ``hops`` line per level for each gateway pass (warm and fresh), read from the span file
+every process wrote (ragmesh_bench.overhead_report.hop_breakdown): each process's own time and each
+hop, the median over the pass's searches and the mean over its slowest tenth; the fresh lines add the
+query's /embed (``embed_hop``, ``runtime_embed``). Every process started here is stopped on exit,
+Ctrl-C and SIGTERM included.
 """
 
 from __future__ import annotations
@@ -286,10 +290,12 @@ async def runtime_passes(runtime: httpx.AsyncClient) -> dict[str, float]:
 
 async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search,
                         layers: dict[str, Search], runtime: httpx.AsyncClient,
-                        pids: dict[str, int]) -> tuple[int, int]:
-    """The passes of one level; returns when the warm gateway pass ran (wall clock, ns), for its hops."""
+                        pids: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """The passes of one level; returns when the gateway passes ran (wall clock, ns), for their hops."""
     counters = await runtime_passes(runtime)
+    fresh_started = time.time_ns()
     fresh, _ = await run_pass(via_gateway, queries, level, pids)
+    fresh_window = (fresh_started, time.time_ns())
     # /embed of each query (retrieval) and /rerank of its candidates, shared passes or not.
     fresh["runtime"] = batching_of(counters, await runtime_passes(runtime))
     if level == 1:
@@ -309,7 +315,7 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
     for name, search in layers.items():
         stats, _ = await run_pass(search, queries, level, pids)
         emit(kind="pass", path=name, **stats)
-    return warm_window
+    return {"gateway_warm": warm_window, "gateway_fresh": fresh_window}
 
 
 async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, batch: int = 32) -> dict:
@@ -329,7 +335,7 @@ async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, bat
 
 async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
                       levels: list[int], sets: list[list[str]], warmup: list[str], config: dict,
-                      warm_windows: dict[int, tuple[int, int]], pids: dict[str, int]) -> None:
+                      windows: dict[int, dict[str, tuple[int, int]]], pids: dict[str, int]) -> None:
     limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
     try:
         await pipeline.open()
@@ -352,7 +358,7 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
             await warm_up("in-process", in_process, warmup, corpus, pids)
             emit(kind="config", corpus=corpus, **config, index=await pipeline.index_stats(corpus))
             for level, queries in zip(levels, sets):
-                warm_windows[level] = await measure_level(level, queries, via_gateway, in_process, layers, runtime,
+                windows[level] = await measure_level(level, queries, via_gateway, in_process, layers, runtime,
                                                            pids)
     finally:
         await pipeline.close()
@@ -474,22 +480,23 @@ def main(argv: list[str] | None = None) -> int:
         mesh = build_mesh(args.state_dir, database_url(server, args.database), work / "runtime-vectors.npz")
         pipeline = InProcessPipeline(mesh.env(), work)  # copies the store before retrieval locks it
         profilers: dict[str, Any] = {}
-        warm_windows: dict[int, tuple[int, int]] = {}
+        windows: dict[int, dict[str, tuple[int, int]]] = {}
         try:
             start_mesh(mesh)
             pids = {svc: mesh.processes[svc].pid for svc in SERVICES}
             profilers = {svc: start_profiler(mesh, svc, file) for svc, file in args.profiles.items()}
             config = run_config(args, levels, sets, pipeline, cache)
-            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, warm_windows, pids))
+            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, windows, pids))
         finally:
             mesh.stop()
             for profiler in profilers.values():
                 profiler.wait(timeout=60)  # py-spy writes its file once the process has exited
-        # Every process flushed its spans as it stopped: where each warm search's time went.
+        # Every process flushed its spans as it stopped: where each search's time went.
         span_file = Path(mesh.env().get("RAGMESH_TRACE_FILE") or default_span_file(args.state_dir))
         spans = list(read_span_records(span_file))
-        for level, (start_ns, end_ns) in warm_windows.items():
-            emit(kind="hops", concurrency=level, path="gateway_warm", **hop_breakdown(spans, start_ns, end_ns))
+        for level, passes in windows.items():
+            for path, (start_ns, end_ns) in passes.items():
+                emit(kind="hops", concurrency=level, path=path, **hop_breakdown(spans, start_ns, end_ns))
         for svc, file in args.profiles.items():
             emit(kind="profile", of=svc, file=str(file), **(profile_shares(file) if svc == "gateway" else top_frames(file)))
     return 0

@@ -129,7 +129,8 @@ def smoke_failures(lines: list[dict], levels: list[int]) -> list[str]:
                     <= set(line.get("cpu_ms_per_search", {})):
                 problems.append(f"{path} at {level} clients: no CPU per search of the mesh's processes")
     ratios = {line["concurrency"]: line for line in lines if line.get("kind") == "ratio"}
-    hops = {line["concurrency"]: line for line in lines if line.get("kind") == "hops"}
+    hops = {line["concurrency"]: line for line in lines
+            if line.get("kind") == "hops" and line.get("path") == "gateway_warm"}
     for level in levels:
         if ratios.get(level, {}).get("same_results") is None:
             problems.append(f"no ratio line with same_results at {level} clients")
@@ -149,6 +150,9 @@ SEARCH_SPANS = {
     "runtime_call": ("ragmesh-rerank", "CLIENT", "POST"),
     "runtime": ("ragmesh-runtime", "SERVER", "POST /rerank"),
 }
+# A search whose query vector retrieval had to ask for (a fresh one) has two spans more: retrieval's
+# call (role query_embedding, named after the embedder) and the runtime's /embed.
+EMBED_SPAN = ("ragmesh-runtime", "SERVER", "POST /embed")
 # Each hop's time in one search, from its spans' durations (ms): what a process does itself is its
 # span less the calls it makes; a hop is the caller's client span less the callee's server span
 # (serialising, the loopback, waking the other process).
@@ -162,13 +166,22 @@ HOPS: dict[str, Any] = {
     "runtime_hop": lambda d: d["runtime_call"] - d["runtime"],
     "runtime": lambda d: d["runtime"],
 }
+# Only fresh searches have these (both embedding spans).
+EMBED_HOPS: dict[str, Any] = {
+    "embed_hop": lambda d: d["query_embedding"] - d["runtime_embed"],
+    "runtime_embed": lambda d: d["runtime_embed"],
+}
 
 
 def hop_breakdown(spans: Iterable[dict[str, Any]], start_ns: int, end_ns: int) -> dict[str, Any]:
     """Median ms per hop over the searches whose gateway span started within [start_ns, end_ns),
-    with ``searches`` (how many had every span) and ``gateway_ms`` (the gateway span itself)."""
+    with ``searches`` (how many had every span) and ``gateway_ms`` (the gateway span itself); and
+    ``slowest_tenth_ms``, each hop's mean over the tenth of those searches whose gateway span was
+    longest (at least one): where a tail comes from. Where every search embedded its query (fresh
+    ones), the /embed call's hop and the runtime's /embed are there too."""
     by_trace: dict[str, dict[str, float]] = defaultdict(dict)
     wanted = {key: role for role, key in SEARCH_SPANS.items()}
+    wanted[EMBED_SPAN] = "runtime_embed"
     started: dict[str, int] = {}
     for span in spans:
         duration = (span["end_ns"] - span["start_ns"]) / 1e6
@@ -184,6 +197,11 @@ def hop_breakdown(spans: Iterable[dict[str, Any]], start_ns: int, end_ns: int) -
                 if start_ns <= started.get(trace, -1) < end_ns and all(role in d for role in SEARCH_SPANS)]
     if not complete:
         return {"searches": 0}
+    hops = dict(HOPS)
+    if all("query_embedding" in d and "runtime_embed" in d for d in complete):
+        hops.update(EMBED_HOPS)
+    slowest = sorted(complete, key=lambda d: d["gateway"])[-max(1, len(complete) // 10):]
     return {"searches": len(complete),
             "gateway_ms": round(statistics.median(d["gateway"] for d in complete), 2),
-            "median_ms": {hop: round(statistics.median(of(d) for d in complete), 2) for hop, of in HOPS.items()}}
+            "median_ms": {hop: round(statistics.median(of(d) for d in complete), 2) for hop, of in hops.items()},
+            "slowest_tenth_ms": {hop: round(statistics.fmean(of(d) for d in slowest), 2) for hop, of in hops.items()}}

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer
 
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
 from ragmesh_bench.overhead_report import (
+    EMBED_SPAN,
     LAYERS,
     SEARCH_SPANS,
     batch_counters,
@@ -160,10 +161,10 @@ def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
 
     lines = [line(p, 1) for p in ("gateway_fresh", "gateway_warm", "inprocess_warm", *LAYERS)]
     lines.append({"kind": "ratio", "concurrency": 1, "same_results": 1.0})
-    lines.append({"kind": "hops", "concurrency": 1, "searches": 4})
+    lines.append({"kind": "hops", "concurrency": 1, "path": "gateway_warm", "searches": 4})
     assert smoke_failures(lines, [1]) == []
     assert smoke_failures(lines[1:], [1]) == ["no gateway_fresh pass at 1 clients"]
-    assert smoke_failures(lines[:-1] + [{"kind": "hops", "concurrency": 1, "searches": 0}], [1]) == [
+    assert smoke_failures(lines[:-1] + [{"kind": "hops", "concurrency": 1, "path": "gateway_warm", "searches": 0}], [1]) == [
         "no hops line with searches at 1 clients (span names changed?)"]
     lines[1] = line("gateway_warm", 1, errors=2)
     (problem,) = smoke_failures(lines, [1])
@@ -175,7 +176,8 @@ def test_the_smoke_check_names_a_missing_pass_and_an_error() -> None:
 def _search_spans(trace: str, start_ms: float, ms: dict[str, float]) -> list[dict]:
     """One search's spans as the processes write them, each starting at start_ms (ms since 0)."""
     # The names the processes write are SEARCH_SPANS'; the smoke pass checks them against a real mesh.
-    names = {**SEARCH_SPANS, "query_embedding": ("ragmesh-retrieval", "CLIENT", "embeddings all-MiniLM-L6-v2-onnx-int8")}
+    names = {**SEARCH_SPANS, "query_embedding": ("ragmesh-retrieval", "CLIENT", "embeddings all-MiniLM-L6-v2-onnx-int8"),
+             "runtime_embed": EMBED_SPAN}
     start = int(start_ms * 1e6)
     return [{"trace_id": trace, "span_id": role, "service": service, "kind": kind, "name": name,
              "start_ns": start, "end_ns": start + int(ms[role] * 1e6)}
@@ -191,5 +193,21 @@ def test_the_hops_of_a_search_are_its_spans_less_what_they_call() -> None:
     found = hop_breakdown(spans, int(1000 * 1e6), int(2000 * 1e6))
     assert found == {"searches": 2, "gateway_ms": 28.0, "median_ms": {
         "gateway_own": 6.0, "retrieval_hop": 2.0, "retrieval_own": 1.5, "store": 8.0, "rerank_hop": 2.0,
-        "rerank_own": 2.0, "runtime_hop": 2.0, "runtime": 4.0}}
+        "rerank_own": 2.0, "runtime_hop": 2.0, "runtime": 4.0},
+        # the slower of the two searches ("b": 30 ms, its store 8.5)
+        "slowest_tenth_ms": {"gateway_own": 8.0, "retrieval_hop": 2.0, "retrieval_own": 1.0, "store": 8.5,
+                             "rerank_hop": 2.0, "rerank_own": 2.0, "runtime_hop": 2.0, "runtime": 4.0}}
     assert hop_breakdown(spans, 0, int(5 * 1e6)) == {"searches": 0}
+
+
+def test_fresh_searches_add_the_query_embedding_hops_and_the_tail_is_the_slowest_tenth() -> None:
+    fresh = {"gateway": 40.0, "retrieval_call": 26.0, "retrieval": 24.0, "store": 7.5, "query_embedding": 14.0,
+             "runtime_embed": 11.0, "rerank_call": 10.0, "rerank": 8.0, "runtime_call": 6.0, "runtime": 4.0}
+    spans = [span for i in range(19) for span in _search_spans(f"t{i}", 1000 + i, fresh)]
+    spans += _search_spans("slow", 1100, {**fresh, "gateway": 90.0, "runtime_embed": 51.0, "query_embedding": 55.0,
+                                          "retrieval": 65.0, "retrieval_call": 67.0})
+    found = hop_breakdown(spans, int(1000 * 1e6), int(2000 * 1e6))
+    assert found["searches"] == 20
+    assert found["median_ms"]["embed_hop"] == 3.0 and found["median_ms"]["runtime_embed"] == 11.0
+    assert found["slowest_tenth_ms"]["runtime_embed"] == 31.0  # the slow one and one of the others
+    assert found["median_ms"]["retrieval_own"] == 2.5  # its span less the store and the embedding call
