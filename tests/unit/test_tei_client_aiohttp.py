@@ -123,29 +123,16 @@ async def test_a_runtime_that_is_down_is_unavailable_and_a_slow_one_times_out() 
 
 def test_one_client_serves_calls_from_more_than_one_event_loop() -> None:
     # Scripts and tests call a client from successive asyncio.run loops; a session is per loop.
-    import http.server
-    import threading
+    from litestar import Litestar, post
+    from loopback_server import serve_in_thread
 
-    class Embed(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = b"[[0.6, 0.8]]"
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    @post("/embed", status_code=200)
+    async def embed(data: dict) -> list[list[float]]:
+        return [[0.6, 0.8]]
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Embed)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = TeiClient(f"http://127.0.0.1:{server.server_address[1]}")
-    try:
+    with serve_in_thread(Litestar([embed])) as url:
+        client = TeiClient(url)
         first = asyncio.run(client.embed(["x"]))
         second = asyncio.run(client.embed(["y"]))
         asyncio.run(client.close())
-    finally:
-        server.shutdown()
     assert first == second == [[0.6, 0.8]]
