@@ -57,15 +57,11 @@ class RelevanceScorer(abc.ABC):
     def prepare(self, texts: Sequence[str]) -> None:
         """Cache what scoring ``texts`` later needs (they were just embedded); nothing by default."""
 
-    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
-        """The MiniLM sequences ``score`` will embed, so a batched pass can compute them for
-        several requests at once (ragmesh_runtime.batching); none by default."""
-        return []
-
     def planned(self, query: str, texts: Sequence[str], truncate: bool) -> Planned:
-        """``model_inputs`` and ``score`` of one request; scorers that would work the inputs out twice
-        (the texts' windows) override it to do so once."""
-        return Planned(self.model_inputs(query, texts, truncate), lambda: self.score(query, texts, truncate))
+        """One request's MiniLM sequences, so a batched pass can compute them for several requests at
+        once (ragmesh_runtime.batching), and its scoring; none by default (no model input), and scorers
+        that embed override it to work their inputs out once for both."""
+        return Planned([], lambda: self.score(query, texts, truncate))
 
 
 class MiniLmWindowScorer(RelevanceScorer):
@@ -89,9 +85,6 @@ class MiniLmWindowScorer(RelevanceScorer):
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         return self.planned(query, texts, truncate).score()
-
-    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
-        return self._windows(query, texts, truncate)[0]
 
     def planned(self, query: str, texts: Sequence[str], truncate: bool) -> Planned:
         sequences, owners = self._windows(query, texts, truncate)
@@ -144,9 +137,6 @@ class BlendedScorer(RelevanceScorer):
             f"{1 - weight:.2f} x [{primary.description}] + {weight:.2f} x WordLlama (static 256-d "
             "token embeddings, average-pooled) cosine over the whole text; NOT a cross-encoder"
         )
-
-    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
-        return self._primary.model_inputs(query, texts, truncate)
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         return self.planned(query, texts, truncate).score()
@@ -313,12 +303,6 @@ class ZBlendScorer(RelevanceScorer):
             elif isinstance(signal, E5Similarity):
                 # Only texts a Chinese query could be matched with well: those mostly in Chinese.
                 signal.passages([t for t in texts if is_mostly_cjk(t)])
-
-    def model_inputs(self, query: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
-        chinese = is_mostly_cjk(query)
-        return [sequence for _, signal in self._signals
-                if isinstance(signal, RelevanceScorer) and self._serves(signal, chinese)
-                for sequence in signal.model_inputs(query, texts, truncate)]
 
     def score(self, query: str, texts: Sequence[str], truncate: bool) -> np.ndarray:
         return self.planned(query, texts, truncate).score()
