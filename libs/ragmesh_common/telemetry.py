@@ -104,14 +104,20 @@ def well_formed_request_id(value: str | None) -> bool:
     return bool(value) and _WELL_FORMED.fullmatch(value) is not None
 
 
-async def propagate_context(request: Any) -> None:
-    """httpx request hook for clients of model servers: the current trace context and request id go
-    with the call. With the httpx instrumentation on, it then replaces ``traceparent`` with its
-    client span's; without it (no exporter configured) the server still continues this trace."""
-    propagate.inject(request.headers)
+def inject_request_context(headers: Any) -> None:
+    """Put the current trace context and request id into a call's ``headers`` (a mutable mapping).
+    A client instrumentation, when on, then replaces ``traceparent`` with its client span's; without
+    it (no exporter configured) the server still continues this trace."""
+    propagate.inject(headers)
     rid = request_id_var.get()
     if rid:
-        request.headers[REQUEST_ID_HEADER] = rid
+        headers[REQUEST_ID_HEADER] = rid
+
+
+async def propagate_context(request: Any) -> None:
+    """httpx request hook for clients of model servers: the call carries the trace context and the
+    request id (inject_request_context)."""
+    inject_request_context(request.headers)
 
 
 def with_request_context(client: Any) -> Any:

@@ -21,12 +21,11 @@ from typing import Any, Protocol
 import aiohttp
 import httpx
 import msgspec
-from opentelemetry import propagate
 
 from ragmesh_common.clients import KEEPALIVE_EXPIRY_S, PRIORITY_HEADER
 from ragmesh_common.embedders.identity import EmbedderIdentity, from_tei_info
 from ragmesh_common.errors import ErrorCode, RagmeshError
-from ragmesh_common.telemetry import REQUEST_ID_HEADER, request_id_var, with_request_context
+from ragmesh_common.telemetry import inject_request_context, with_request_context
 
 _JSON = msgspec.json.Encoder()
 
@@ -172,10 +171,7 @@ class _Aiohttp:
     async def send(self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str],
                    timeout: float | None) -> tuple[int, bytes]:
         headers = dict(headers)
-        propagate.inject(headers)  # the instrumentation, when on, replaces it with its client span's
-        rid = request_id_var.get()
-        if rid:
-            headers[REQUEST_ID_HEADER] = rid
+        inject_request_context(headers)
         data = None
         if body is not None:
             data = _JSON.encode(body)
