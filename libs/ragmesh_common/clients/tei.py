@@ -45,7 +45,8 @@ class TeiClient:
         self.base_url = base_url.rstrip("/")
         self._http: _Transport = (_Httpx(with_request_context(client)) if client is not None
                                   else _Aiohttp(self.base_url, timeout))
-        self._headers = {PRIORITY_HEADER: "bulk"} if bulk else {}
+        # What every POST carries (its body is JSON).
+        self._headers = {"Content-Type": "application/json", **({PRIORITY_HEADER: "bulk"} if bulk else {})}
         self._info: dict[str, Any] | None = None
 
     async def close(self) -> None:
@@ -97,8 +98,8 @@ class TeiClient:
         return await self._request("POST", path, body, timeout)
 
     async def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float | None) -> Any:
-        headers = self._headers if body is not None else {}
-        status, content = await self._http.send(method, path, body, headers, timeout)
+        content, headers = (None, {}) if body is None else (_JSON.encode(body), self._headers)
+        status, content = await self._http.send(method, path, content, headers, timeout)
         if status in (400, 413, 422):  # TEI's Empty, body size, Validation and Tokenizer
             raise RagmeshError(ErrorCode.INVALID_ARGUMENT, f"model runtime rejected the input ({status})")
         if status >= 400:
@@ -110,7 +111,7 @@ class TeiClient:
 
 
 class _Transport(Protocol):
-    async def send(self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str],
+    async def send(self, method: str, path: str, content: bytes | None, headers: dict[str, str],
                    timeout: float | None) -> tuple[int, bytes]:
         """(status, body); a call that gets no answer raises RagmeshError: DEADLINE_EXCEEDED when
         it ran out of time, UNAVAILABLE otherwise. ``timeout`` None: the transport's own."""
@@ -130,11 +131,8 @@ class _Httpx:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self._client = client
 
-    async def send(self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str],
+    async def send(self, method: str, path: str, content: bytes | None, headers: dict[str, str],
                    timeout: float | None) -> tuple[int, bytes]:
-        content = None if body is None else _JSON.encode(body)
-        if content is not None:
-            headers = {**headers, "content-type": "application/json"}
         try:
             resp = await self._client.request(method, path, content=content, headers=headers,
                                               timeout=self._client.timeout if timeout is None else timeout)
@@ -168,16 +166,12 @@ class _Aiohttp:
             self._loop = loop
         return self._session
 
-    async def send(self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str],
+    async def send(self, method: str, path: str, content: bytes | None, headers: dict[str, str],
                    timeout: float | None) -> tuple[int, bytes]:
         headers = dict(headers)
         inject_request_context(headers)
-        data = None
-        if body is not None:
-            data = _JSON.encode(body)
-            headers["Content-Type"] = "application/json"
         try:
-            async with self._open().request(method, self._base_url + path, data=data, headers=headers,
+            async with self._open().request(method, self._base_url + path, data=content, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout or self._timeout)) as resp:
                 return resp.status, await resp.read()
         except TimeoutError:
