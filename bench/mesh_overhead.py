@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -82,7 +83,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import httpx
 
@@ -170,14 +171,22 @@ Search = Callable[[str], Awaitable[tuple[list[str], list[str]]]]  # query -> (ch
 PostJson = Callable[[str, dict], Awaitable[Any]]  # (path, body) -> the decoded JSON of a 2xx answer
 
 
-def httpx_post_json(client: httpx.AsyncClient) -> PostJson:
-    """``--client httpx``: the same calls through httpx (LeanClient.post_json's contract)."""
-    async def post_json(path: str, body: dict) -> Any:
-        resp = await client.post(path, json=body)
-        resp.raise_for_status()
-        return resp.json()
+@contextlib.asynccontextmanager
+async def gateway_poster(client: str, url: str, connections: int) -> AsyncIterator[PostJson]:
+    """POSTs to the gateway through ``--client``: ``lean`` (LeanClient.post_json) or ``httpx`` (the
+    same contract through httpx), keeping up to ``connections`` connections."""
+    if client == "lean":
+        async with lean_client(url, timeout=60, max_idle=connections) as lean:
+            yield lean.post_json
+        return
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        async def post_json(path: str, body: dict) -> Any:
+            resp = await http.post(path, json=body)
+            resp.raise_for_status()
+            return resp.json()
 
-    return post_json
+        yield post_json
 
 
 def gateway_search(post_json: PostJson, corpus: str, top_k: int) -> Search:
@@ -336,7 +345,6 @@ async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, bat
 async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
                       levels: list[int], sets: list[list[str]], warmup: list[str], config: dict,
                       windows: dict[int, dict[str, tuple[int, int]]], pids: dict[str, int]) -> None:
-    limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
     try:
         await pipeline.open()
         if not args.no_replay:
@@ -344,13 +352,10 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
         from ragmesh_common.rpc.client import open_channel
 
         candidates = max(pipeline.gateway_settings.search_candidates, args.top_k)
-        gateway_client = (lean_client(mesh.gateway_url, timeout=60, max_idle=max(levels) + 4) if args.client == "lean"
-                          else httpx.AsyncClient(base_url=mesh.gateway_url, timeout=60, limits=limits))
-        async with gateway_client as client, \
+        async with gateway_poster(args.client, mesh.gateway_url, max(levels) + 4) as post_json, \
                 httpx.AsyncClient(base_url=mesh.endpoints()["runtime"], timeout=30) as runtime, \
                 open_channel(f"127.0.0.1:{mesh.ports.port('retrieval')}") as channel:
-            via_gateway = gateway_search(client.post_json if args.client == "lean" else httpx_post_json(client),
-                                         corpus, args.top_k)
+            via_gateway = gateway_search(post_json, corpus, args.top_k)
             in_process = inprocess_search(pipeline, corpus, args.top_k)
             layers = {"retrieval_inprocess": retrieval_inprocess(pipeline, corpus, candidates),
                       "retrieval_grpc": retrieval_grpc(channel, corpus, candidates)}
