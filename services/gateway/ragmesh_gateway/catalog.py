@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import abc
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -57,27 +60,36 @@ class CorpusDirectory(abc.ABC):
 class DiscoveredCorpusDirectory(CorpusDirectory):
     """Corpora with an active index, as retrieval reports them, plus any configured ids.
 
-    Cached for ``ttl_s`` so a burst of requests asks retrieval once; a newly promoted corpus shows up
-    within that time. When retrieval cannot be reached the last known list (or the configured one)
-    keeps serving: ACLs only ever shrink to what is known.
+    Cached for ``ttl_s``; a newly promoted corpus shows up within that time. One request at a time
+    refreshes an expired list, and those arriving meanwhile wait for its answer: a burst of requests
+    asks retrieval once, not once each. When retrieval cannot be reached the last known list (or the
+    configured one) keeps serving: ACLs only ever shrink to what is known.
     """
 
     def __init__(self, lister: "AllCorporaLister", configured: frozenset[str] = frozenset(),
-                 *, ttl_s: float = 2.0) -> None:
+                 *, ttl_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._lister = lister
+        self._clock = clock
         self._configured = frozenset(configured)
         self._ttl_s = ttl_s
         self._known: dict[str, CorpusInfo] = {}
         self._fetched_at = float("-inf")
+        self._refreshing = asyncio.Lock()
+
+    def _fresh(self) -> bool:
+        return self._clock() - self._fetched_at < self._ttl_s
 
     async def _refresh(self) -> None:
-        import time
+        if self._fresh():
+            return
+        async with self._refreshing:
+            if not self._fresh():  # not refreshed by the request this one waited for
+                await self._fetch()
 
+    async def _fetch(self) -> None:
         from ragmesh_common.errors import RagmeshError
 
-        now = time.monotonic()
-        if now - self._fetched_at < self._ttl_s:
-            return
+        now = self._clock()
         try:
             self._known = {c.corpus: c for c in await self._lister.list_all_corpora()}
             self._fetched_at = now

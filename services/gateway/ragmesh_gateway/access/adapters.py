@@ -7,6 +7,7 @@ app's lifespan (``SecurityStores.start``), because it needs the server's event l
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,15 +86,25 @@ class TokenAuthenticator(Authenticator):
         self._trusted_proxies = list(trusted_proxies)
         self._ttl_s = visibility_ttl_s
         self._visibility: _CachedVisibility | None = None
+        self._refreshing = asyncio.Lock()
+
+    def _cached_visibility(self) -> list[tuple[str, str]] | None:
+        cached = self._visibility
+        return cached.pairs if cached is not None and time.monotonic() - cached.at <= self._ttl_s else None
 
     async def _corpus_visibility(self) -> list[tuple[str, str]]:
-        """(corpus, visibility) of every corpus; cached briefly, it changes only on promotion."""
-        now = time.monotonic()
-        if self._visibility is None or now - self._visibility.at > self._ttl_s:
+        """(corpus, visibility) of every corpus; cached briefly, it changes only on promotion. One
+        request at a time refreshes it, and those arriving meanwhile wait for its answer."""
+        if (pairs := self._cached_visibility()) is not None:
+            return pairs
+        async with self._refreshing:
+            if (pairs := self._cached_visibility()) is not None:  # refreshed by the request this one waited for
+                return pairs
+            now = time.monotonic()
             served = tuple(sorted(await self._directory.corpus_ids()))
             corpora = await self._catalog.list_corpora(served)
             self._visibility = _CachedVisibility(now, [(c.corpus, c.visibility) for c in corpora])
-        return self._visibility.pairs
+            return self._visibility.pairs
 
     async def authenticate(self, request: RequestInfo) -> Caller:
         tokens, access = self._stores.ready()
