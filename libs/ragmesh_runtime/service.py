@@ -268,15 +268,13 @@ class RuntimeService:
     def save_caches(self, *, only_changed: bool = False) -> dict[str, int]:
         """Write the caches beside the cache file; runs on the inference thread (the LRUs are not
         locked). ``only_changed``: skip a cache with no new entry since its last save."""
-        from ragmesh_runtime.model_files import MINILM_ONNX
-
         saved: dict[str, int] = {}
         for path, cache in self._caches().items():
             if only_changed and self._saved_writes.get(path) == cache.writes:
                 continue
             writes = cache.writes
             if cache is self.models.encoder.cache:
-                saved[path.name] = cache.save(path, MINILM_ONNX.sha256)
+                saved[path.name] = cache.save(path, self.models.embedding.sha256)
             else:
                 saved[path.name] = cache.save(path)
             self._saved_writes[path] = writes

@@ -32,10 +32,8 @@ from ragmesh_runtime.http.schemas import (
     embed_inputs,
     id_lists,
 )
-from ragmesh_runtime.model_files import MINILM_ONNX
 from ragmesh_runtime.service import RuntimeService
 
-EMBEDDING_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 # TEI routes this runtime does not serve, and why (TEI itself answers 424 for a model that cannot).
 NOT_OFFERED = {
     "/embed_sparse": "needs a SPLADE model; the embedding model here is dense (all-MiniLM-L6-v2)",
@@ -99,7 +97,7 @@ class TeiController(Controller):
         return _json({
             "object": "list",
             "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
-            "model": EMBEDDING_MODEL_ID,
+            "model": service.models.embedding.model_id,
             "usage": {"prompt_tokens": embedded.tokens, "total_tokens": embedded.tokens},
         })
 
@@ -155,12 +153,12 @@ def _token(token) -> dict[str, object]:
 
 def build_info(service: RuntimeService, chat: ChatGenerator) -> dict[str, object]:
     settings = service.settings
-    encoder = service.models.encoder
+    encoder, embedding = service.models.encoder, service.models.embedding
     return {
         # TEI's fields, describing the embedding model this process serves.
-        "model_id": EMBEDDING_MODEL_ID,
-        "served_model_name": EMBEDDING_MODEL_ID,
-        "model_sha": MINILM_ONNX.sha256,
+        "model_id": embedding.model_id,
+        "served_model_name": embedding.model_id,
+        "model_sha": embedding.sha256,
         "model_dtype": "int8",
         "model_type": {"embedding": {"pooling": "mean"}},
         "max_concurrent_requests": settings.server.max_concurrent_requests,
@@ -178,9 +176,9 @@ def build_info(service: RuntimeService, chat: ChatGenerator) -> dict[str, object
             "runtime": "ragmesh-runtime (CPU, ONNX Runtime)",
             "endpoints": {
                 "/embed": (
-                    f"all-MiniLM-L6-v2 int8 ONNX, {encoder.dimension}-d, mean pooling over the attention "
-                    f"mask, L2-normalised when normalize=true; inputs cut at {encoder.max_input_tokens} "
-                    "tokens when truncate=true; token-id inputs are the model input as given; dimensions "
+                    f"all-MiniLM-L6-v2 int8 ONNX, {embedding.products} products, {encoder.dimension}-d, "
+                    "mean pooling over the attention mask, L2-normalised when normalize=true; inputs cut "
+                    f"at {encoder.max_input_tokens} tokens when truncate=true; token-id inputs are the model input as given; dimensions "
                     "keeps the first components, then normalizes (the model is not Matryoshka-trained, "
                     "so a cut vector is a rougher one)"
                 ),
@@ -208,11 +206,11 @@ def build_info(service: RuntimeService, chat: ChatGenerator) -> dict[str, object
             "embedder": {
                 "base_model": "sentence-transformers/all-MiniLM-L6-v2",
                 "format": "onnx",
-                "quantization": "int8 weights with scales, cast to float32 in the graph (weight-only; "
-                                "activations are float32): close to, not equal to, the fp32 model's vectors; "
-                                "docs/runtime.md#model-identity says which servers may share its indexes",
+                "quantization": f"{embedding.quantization}; docs/runtime.md#model-identity says which "
+                                "servers may share its indexes",
+                "products": embedding.products,  # RAGMESH_RUNTIME_EMBED_PRODUCTS
                 "dimension": encoder.dimension,
-                "weights_sha256": MINILM_ONNX.sha256,
+                "weights_sha256": embedding.sha256,
             },
             "model_files": [verified.describe() for verified in service.models.files],
             "model_load_seconds": round(service.models.load_seconds, 3),

