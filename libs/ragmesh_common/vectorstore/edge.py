@@ -47,7 +47,7 @@ import qdrant_edge as qe
 from ragmesh_common.errors import ErrorCode, RagmeshError
 from ragmesh_common.index_schema import DENSE, SPARSE, CollectionMeta
 from ragmesh_common.vectorstore.edge_catalog import EdgeCatalog
-from ragmesh_common.vectorstore.fusion import cosines, reciprocal_rank_fusion
+from ragmesh_common.vectorstore.fusion import reciprocal_rank_fusion
 from ragmesh_common.vectorstore.index_config import VectorIndexConfig
 from ragmesh_common.vectorstore.port import (
     INDEXED_KEYWORDS,
@@ -378,16 +378,7 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
         return []
     ids = [i for i, _ in fused]
     records = {str(r.id): r for r in shard.retrieve(ids, True, False)}
-    # The dense search already scored its candidates (cosine of normalised vectors, rescored on the
-    # originals when quantized); only the
-    # hits that came from the BM25 list alone need their stored vector read.
-    dense_scores = {str(p.id): float(p.score) for p in dense_list}
-    missing = [i for i in ids if i not in dense_scores]
-    if missing:
-        stored = [(str(r.id), (r.vector or {}).get(DENSE)) for r in shard.retrieve(missing, False, [DENSE])]
-        stored = [(point_id, vector) for point_id, vector in stored if vector is not None]
-        dense_scores.update(zip([i for i, _ in stored], cosines(dense, [v for _, v in stored])))
-    bm25 = _sparse_scores(shard, sparse, point_filter, sparse_list, ids)
+    dense_scores, bm25 = _scores_of_both(shard, dense, sparse, point_filter, dense_list, sparse_list, ids)
     hits = []
     for point_id, score in fused:
         record = records.get(point_id)
@@ -398,19 +389,28 @@ def _fused_query(shard: qe.EdgeShard, query: HybridQuery, dense: list[float], sp
     return hits
 
 
-def _sparse_scores(shard: qe.EdgeShard, sparse: qe.SparseVector, point_filter: qe.Filter,
-                   sparse_list: list[Any], ids: list[str]) -> dict[str, float]:
-    """Every fused hit's BM25 score: the sparse list has most; the few that came from the dense
-    list alone are scored by one more sparse query restricted to their ids. An id still absent
-    shares no term with the query (BM25 0.0)."""
-    scores = {str(p.id): float(p.score) for p in sparse_list}
-    missing = {i for i in ids if i not in scores}
-    if missing:
-        only = qe.Filter(must=[point_filter, qe.HasIdCondition(missing)])
-        for p in shard.query(qe.QueryRequest(limit=len(missing), query=qe.Query.Nearest(sparse, using=SPARSE),
-                                             filter=only)):
-            scores[str(p.id)] = float(p.score)
-    return scores
+def _scores_of_both(shard: qe.EdgeShard, dense: list[float], sparse: qe.SparseVector, point_filter: qe.Filter,
+                    dense_list: list[Any], sparse_list: list[Any], ids: list[str]
+                    ) -> tuple[dict[str, float], dict[str, float]]:
+    """Every fused hit's dense cosine and BM25 score. Each candidate list scored its own hits (the
+    dense one on the original vectors, rescored when quantized); the hits that came from one list
+    alone are scored by the other signal in one more batch of two queries restricted to their ids,
+    exactly (no graph, no quantization), so the engine computes them and no vector crosses into
+    Python. An id still without a BM25 score shares no term with the query (BM25 0.0)."""
+    dense_scores = {str(p.id): float(p.score) for p in dense_list}
+    bm25 = {str(p.id): float(p.score) for p in sparse_list}
+    requests, into = [], []
+    for scores, using, vector, params in ((dense_scores, DENSE, dense, _EXACT), (bm25, SPARSE, sparse, None)):
+        missing = {i for i in ids if i not in scores}
+        if missing:
+            only = qe.Filter(must=[point_filter, qe.HasIdCondition(missing)])
+            requests.append(qe.QueryRequest(limit=len(missing), query=qe.Query.Nearest(vector, using=using),
+                                            filter=only, params=params))
+            into.append(scores)
+    if requests:
+        for scores, points in zip(into, shard.query_batch(qe.QueryBatchRequest(requests))):
+            scores.update((str(p.id), float(p.score)) for p in points)
+    return dense_scores, bm25
 
 
 def edge_config(vector_size: int, config: VectorIndexConfig) -> qe.EdgeConfig:

@@ -370,7 +370,7 @@ def _sparse_model(sparse: SparseVector) -> models.SparseVector:
 
 def _fused_hits(points: list[Any], query_vector: list[float], bm25: dict[str, float]) -> list[ScoredHit]:
     """The fused points as hits, each with the cosine of its stored dense vector (one matrix product
-    for all of them, as the embedded store computes its own: fusion.cosines)."""
+    for all of them: fusion.cosines; the embedded store has its engine score them, to 1e-7 the same)."""
     stored = [(point.vector if isinstance(point.vector, dict) else {}).get(DENSE) for point in points]
     scored = iter(cosines(query_vector, [vector for vector in stored if vector is not None]))
     return [

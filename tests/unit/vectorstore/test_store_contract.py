@@ -255,6 +255,20 @@ async def test_hybrid_fuses_only_the_candidate_lists(store: VectorStorePort) -> 
     assert [h.sparse for h in hits] == pytest.approx([0.9 * idf, 0.1 * idf], rel=1e-5)
 
 
+async def test_a_hit_from_one_candidate_list_alone_carries_the_other_signals_score(store: VectorStorePort) -> None:
+    p = await ranked_points(store)
+    query = [1.0, 0.0, 0.0]
+    hits = await store.hybrid_query(HybridQuery(collection="c", filter=DOCS, limit=3, dense=query,
+                                                sparse=SparseVector([5], [1.0]), candidates=2))
+    # dense candidates p0, p1; BM25 candidates p1, p3: p3 came from the BM25 list alone, p0 from the
+    # dense one alone, and each is scored by the signal whose list it missed.
+    assert [h.id for h in hits] == [p[1].id, p[0].id, p[3].id]
+    for hit, original in zip(hits, (p[1], p[0], p[3])):
+        assert hit.dense == pytest.approx(cos(query, original.dense), abs=1e-6)
+    idf = math.log(1 + (5 - 4 + 0.5) / (4 + 0.5))
+    assert [h.sparse for h in hits] == pytest.approx([0.9 * idf, 0.1 * idf, 0.5 * idf], rel=1e-5)
+
+
 async def test_dense_only_ranks_by_cosine(store: VectorStorePort) -> None:
     p = await ranked_points(store)
     query = [1.0, 0.2, 0.0]
