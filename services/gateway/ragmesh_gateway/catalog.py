@@ -62,9 +62,13 @@ class DiscoveredCorpusDirectory(CorpusDirectory):
 
     Cached for ``ttl_s``; a newly promoted corpus shows up within that time. One request at a time
     refreshes an expired list, and those arriving meanwhile wait for its answer: a burst of requests
-    asks retrieval once, not once each. When retrieval cannot be reached the last known list (or the
+    asks retrieval once, not once each. Under steady traffic no request waits at all: the first one
+    that finds the list in the last quarter of its TTL starts a refresh in the background and is
+    answered from the list it found. When retrieval cannot be reached the last known list (or the
     configured one) keeps serving: ACLs only ever shrink to what is known.
     """
+
+    REFRESH_AHEAD = 0.75  # share of the TTL after which a request starts a background refresh
 
     def __init__(self, lister: "AllCorporaLister", configured: frozenset[str] = frozenset(),
                  *, ttl_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -75,15 +79,25 @@ class DiscoveredCorpusDirectory(CorpusDirectory):
         self._known: dict[str, CorpusInfo] = {}
         self._fetched_at = float("-inf")
         self._refreshing = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
 
-    def _fresh(self) -> bool:
-        return self._clock() - self._fetched_at < self._ttl_s
+    def _age(self) -> float:
+        return self._clock() - self._fetched_at
 
     async def _refresh(self) -> None:
-        if self._fresh():
+        age = self._age()
+        if age < self._ttl_s * self.REFRESH_AHEAD:
             return
+        if age < self._ttl_s:
+            if not self._refreshing.locked():
+                self._background = asyncio.create_task(self._refresh_once())
+            return
+        await self._refresh_once()
+
+    async def _refresh_once(self) -> None:
         async with self._refreshing:
-            if not self._fresh():  # not refreshed by the request this one waited for
+            # Refreshed by the request this one waited for, or by a background refresh meanwhile.
+            if self._age() >= self._ttl_s * self.REFRESH_AHEAD:
                 await self._fetch()
 
     async def _fetch(self) -> None:

@@ -87,13 +87,42 @@ def test_a_failed_refresh_is_tried_once_per_burst_and_the_known_list_keeps_servi
         results = await burst(16, directory.corpus_ids)
         assert lister.calls == 2
         assert all(ids == {"docs@1", "pinned@1"} for ids in results)
-        clock.now += 0.5  # a failure is retried after half the TTL, not at once
+        clock.now += 0.25  # a failure counts as a list half a TTL old: not retried at once
         await directory.corpus_ids()
+        await asyncio.sleep(0.05)
         assert lister.calls == 2
-        lister.fail = False
+        clock.now += 0.3  # then retried in the background, the known list answering meanwhile
+        assert await directory.corpus_ids() == {"docs@1", "pinned@1"}
+        await asyncio.sleep(0.05)
+        assert lister.calls == 3
+        lister.fail, lister.corpora = False, ["docs@1", "new@1"]
         clock.now += 0.6
         await directory.corpus_ids()
-        assert lister.calls == 3
+        await asyncio.sleep(0.05)
+        assert lister.calls == 4
+        assert await directory.corpus_ids() == {"docs@1", "new@1", "pinned@1"}
+
+    asyncio.run(scenario())
+
+
+def test_under_steady_traffic_the_list_is_refreshed_ahead_and_no_request_waits() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        lister = SlowLister(["docs@1"])
+        directory = DiscoveredCorpusDirectory(lister, ttl_s=2.0, clock=clock)
+        await directory.corpus_ids()
+        lister.corpora = ["docs@1", "new@1"]
+        clock.now += 1.6  # in the last quarter of the TTL
+        calls = lister.calls
+        answered = await burst(16, directory.corpus_ids)
+        assert all(ids == {"docs@1"} for ids in answered)  # answered before the new list arrived
+        await asyncio.sleep(0.05)
+        assert lister.calls == calls + 1  # one background refresh for the whole burst
+        assert await directory.corpus_ids() == {"docs@1", "new@1"}
+        clock.now += 1.0  # refreshed at +1.6: fresh until +3.6
+        await directory.corpus_ids()
+        await asyncio.sleep(0.05)
+        assert lister.calls == calls + 1
 
     asyncio.run(scenario())
 
