@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Sequence
 
@@ -53,11 +54,22 @@ class GuardConfig:
 
 
 class InjectionGuard:
-    def __init__(self, config: GuardConfig | None = None, *, on_findings: FindingsSink | None = None) -> None:
+    """Scans are remembered by their exact text (``cache_entries`` of them, least recently used
+    first out): a chunk served again is not scanned again, and its findings are reported again."""
+
+    def __init__(self, config: GuardConfig | None = None, *, on_findings: FindingsSink | None = None,
+                 cache_entries: int = 4096) -> None:
         self._config = config or GuardConfig()
         self._on_findings = on_findings
+        self._scan_once = functools.lru_cache(maxsize=cache_entries)(self._scan) if cache_entries else self._scan
 
     def scan(self, text: str) -> GuardResult:
+        result = self._scan_once(text)
+        if result.findings and self._on_findings is not None:
+            self._on_findings(result.findings)
+        return result
+
+    def _scan(self, text: str) -> GuardResult:
         invisible_hits, escapes = d.invisible_characters(text)
         view = TextView.of(text)
         hits = invisible_hits + self._pattern_hits(view)
@@ -67,8 +79,6 @@ class InjectionGuard:
             return GuardResult(text=text, findings=[], changed=False)
         findings = _findings(text, hits)
         neutralized = neutralize(text, hits, escapes)
-        if self._on_findings is not None:
-            self._on_findings(findings)
         return GuardResult(text=neutralized, findings=findings, changed=neutralized != text)
 
     def scan_all(self, texts: Iterable[str]) -> list[GuardResult]:
