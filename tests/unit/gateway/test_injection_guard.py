@@ -226,16 +226,19 @@ def test_findings_are_counted_in_prometheus() -> None:
 
 
 def test_a_text_scanned_again_is_not_scanned_again_and_its_findings_are_reported_again(monkeypatch) -> None:
-    reported: list[int] = []
-    guard = InjectionGuard(on_findings=lambda findings: reported.append(len(findings)), cache_entries=2)
-    detections = []
-    scan = guard._scan
+    from ragmesh_gateway.security import injection_guard
+
+    detections: list[str] = []
+    detect = injection_guard.d.invisible_characters
 
     def counting(text: str):
         detections.append(text)
-        return scan(text)
+        return detect(text)
 
-    guard._scan_once = __import__("functools").lru_cache(maxsize=2)(counting)
+    # The guard's first detector sees every text it really scans.
+    monkeypatch.setattr(injection_guard.d, "invisible_characters", counting)
+    reported: list[int] = []
+    guard = InjectionGuard(on_findings=lambda findings: reported.append(len(findings)), cache_entries=2)
     hostile, benign = ADVERSARIAL[0][1], BENIGN[0][1]
     first, again = guard.scan(hostile), guard.scan(hostile)
     assert again == first and first.findings and first.changed
