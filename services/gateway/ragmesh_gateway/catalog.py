@@ -89,7 +89,7 @@ class DiscoveredCorpusDirectory(CorpusDirectory):
         if age < self._ttl_s * self.REFRESH_AHEAD:
             return
         if age < self._ttl_s:
-            if not self._refreshing.locked():
+            if self._background is None or self._background.done():
                 self._background = asyncio.create_task(self._refresh_once())
             return
         await self._refresh_once()

@@ -116,6 +116,7 @@ def test_under_steady_traffic_the_list_is_refreshed_ahead_and_no_request_waits()
         calls = lister.calls
         answered = await burst(16, directory.corpus_ids)
         assert all(ids == {"docs@1"} for ids in answered)  # answered before the new list arrived
+        assert len(asyncio.all_tasks()) == 2  # this test and one background refresh for the whole burst
         await asyncio.sleep(0.05)
         assert lister.calls == calls + 1  # one background refresh for the whole burst
         assert await directory.corpus_ids() == {"docs@1", "new@1"}
