@@ -42,9 +42,9 @@ THRESHOLDS = Thresholds(cosine_p1=0.99, topk_agreement=0.9)
 
 
 # The CPU runtime's embedders, as its /info describes them (tests/integration/runtime checks they agree):
-# the shipped int8 ONNX file as it is (float32 products, RAGMESH_RUNTIME_EMBED_PRODUCTS=float32; every
-# index built before int8 products became the default records it), and the same weights with int8
-# products (the default; ragmesh_runtime.int8_products).
+# the shipped int8 ONNX file as it is (float32 products, the default: RAGMESH_RUNTIME_EMBED_PRODUCTS=
+# float32), and the same weights with int8 products (RAGMESH_RUNTIME_EMBED_PRODUCTS=int8;
+# ragmesh_runtime.int8_products).
 MINILM_INT8_ONNX = EmbedderIdentity(
     model="all-MiniLM-L6-v2-onnx-int8", revision="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
     dtype="int8", pooling="mean", format="onnx", dimension=384, normalization="l2",
