@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -90,16 +91,18 @@ def load(source: VerifiedFile, folder: Path) -> VerifiedFile:
                 f"{ROLE}: derived sha256 {actual}, expected {SHA256} (onnx or onnxruntime is not the "
                 "version in requirements.lock?); refusing to start. RAGMESH_RUNTIME_EMBED_PRODUCTS=float32 "
                 "serves the shipped file as it is")
+        staged = folder / f".{FILE_NAME}.{os.getpid()}"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            staged = folder / f".{FILE_NAME}.{os.getpid()}"
-            staged.write_bytes(derived.read_bytes())
+            shutil.copyfile(derived, staged)
             os.replace(staged, cached)  # atomic: a runtime starting beside this one reads all or nothing
             return _verified(source, cached)
         except OSError as exc:
+            if staged.parent.is_dir():
+                staged.unlink(missing_ok=True)  # a copy cut short (a full disk) leaves nothing behind
             log.warning("derived model not kept in %s (%s); it is derived again at every start", folder, exc)
             kept = Path(tempfile.mkdtemp(prefix="ragmesh-int8-products-")) / FILE_NAME
-            kept.write_bytes(derived.read_bytes())
+            shutil.copyfile(derived, kept)
             return _verified(source, kept)
 
 

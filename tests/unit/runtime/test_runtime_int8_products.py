@@ -77,3 +77,25 @@ def test_the_cache_folder_is_the_setting_or_the_users_cache(monkeypatch, tmp_pat
     assert int8_products.cache_folder("/opt/ragmesh-models") == Path("/opt/ragmesh-models")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert int8_products.cache_folder("") == tmp_path / "ragmesh" / "models"
+
+
+def test_a_copy_cut_short_by_a_full_disk_leaves_nothing_in_the_folder(source, derived_once: Path, tmp_path,
+                                                                       monkeypatch) -> None:
+    import errno
+    import shutil
+
+    copies: list[Path] = []
+    copy = shutil.copyfile
+
+    def full_disk_once(src, dst):
+        copies.append(Path(dst))
+        if len(copies) == 1:
+            Path(dst).write_bytes(b"half a model")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return copy(src, dst)
+
+    monkeypatch.setattr(int8_products.shutil, "copyfile", full_disk_once)
+    folder = tmp_path / "models"
+    loaded = int8_products.load(source, folder)
+    assert list(folder.iterdir()) == []
+    assert loaded.path.parent != folder and sha256_of(loaded.path) == int8_products.SHA256
