@@ -45,8 +45,8 @@ def derive(source: Path, folder: Path) -> Path:
     onnxruntime.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
     graph = onnx.load(str(folded)).graph
     shapes = {init.name: tuple(init.dims) for init in graph.initializer}
-    ffn_outputs = [node.name for node in graph.node
-                   if node.op_type == "MatMul" and any(shapes.get(name) == _FFN_OUTPUT_SHAPE for name in node.input)]
+    ffn_outputs = [node.name for node in graph.node if node.op_type == "MatMul"
+                   and any(shapes.get(name) == _FFN_OUTPUT_SHAPE for name in node.input)]
     if len(ffn_outputs) != 6:
         raise ModelIntegrityError(f"{ROLE}: expected 6 feed-forward output products in {source}, "
                                   f"found {len(ffn_outputs)}")
@@ -107,11 +107,13 @@ def load(source: VerifiedFile, folder: Path) -> VerifiedFile:
 
 
 def _verified(source: VerifiedFile, path: Path) -> VerifiedFile:
-    return VerifiedFile(role=ROLE, distribution=source.distribution, distribution_version=source.distribution_version,
-                        path=path, sha256=SHA256, size_bytes=path.stat().st_size)
+    return VerifiedFile(role=ROLE, distribution=source.distribution,
+                        distribution_version=source.distribution_version, path=path, sha256=SHA256,
+                        size_bytes=path.stat().st_size)
 
 
-if __name__ == "__main__":  # derive into the cache folder now (an image build): python -m ragmesh_runtime.int8_products
+# Derive into the cache folder now (before a first start): python -m ragmesh_runtime.int8_products
+if __name__ == "__main__":
     from ragmesh_runtime.model_files import MINILM_ONNX, verify
     from ragmesh_runtime.settings import EmbeddingSettings
 

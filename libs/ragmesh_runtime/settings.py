@@ -51,9 +51,11 @@ class ServerSettings(msgspec.Struct, frozen=True):
 
 
 class EmbeddingSettings(msgspec.Struct, frozen=True):
-    # int8 products cost 38 % less CPU per document and 53 % less per query, for SciFact nDCG@10
-    # 0.004 lower after hybrid fusion and 0.003 after reranking (docs/performance.md); each is its own
-    # embedder identity, declared compatible with the other (docs/runtime.md#model-identity).
+    # int8 products take about half the CPU per text (13.3 against 27.0 s over 300 SciFact documents
+    # and 100 queries, bench/embedder_compat.py) and 4-5 ms less of the runtime per fresh search, for
+    # SciFact nDCG@10 0.004 lower after hybrid fusion and 0.003 after reranking (docs/performance.md);
+    # each is its own embedder identity, declared compatible with the other
+    # (docs/runtime.md#model-identity).
     products: str = "float32"  # RAGMESH_RUNTIME_EMBED_PRODUCTS: float32 or int8
     # Where the int8-products model is kept once derived; "": $XDG_CACHE_HOME/ragmesh/models.
     model_cache: str = ""  # RAGMESH_RUNTIME_MODEL_CACHE
@@ -91,11 +93,11 @@ class EmbeddingSettings(msgspec.Struct, frozen=True):
     def from_env(cls) -> EmbeddingSettings:
         products = env_str("RAGMESH_RUNTIME_EMBED_PRODUCTS", cls().products)
         if products not in EMBED_PRODUCTS:
-            raise SystemExit(
-                f"ragmesh: RAGMESH_RUNTIME_EMBED_PRODUCTS={products!r} is not one of {', '.join(EMBED_PRODUCTS)}"
-            )
+            raise SystemExit(f"ragmesh: RAGMESH_RUNTIME_EMBED_PRODUCTS={products!r} is not one of "
+                             f"{', '.join(EMBED_PRODUCTS)}")
         return from_env(cls, "RAGMESH_RUNTIME_", names={"cache_entries": "RAGMESH_RUNTIME_EMBED_CACHE_ENTRIES"},
-                        cache_file=_cache_file(env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", "")), products=products)
+                        cache_file=_cache_file(env_str("RAGMESH_RUNTIME_EMBED_CACHE_FILE", "")),
+                        products=products)
 
     @property
     def threads(self) -> int:

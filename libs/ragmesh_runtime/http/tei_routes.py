@@ -178,9 +178,9 @@ def build_info(service: RuntimeService, chat: ChatGenerator) -> dict[str, object
                 "/embed": (
                     f"all-MiniLM-L6-v2 int8 ONNX, {embedding.products} products, {encoder.dimension}-d, "
                     "mean pooling over the attention mask, L2-normalised when normalize=true; inputs cut "
-                    f"at {encoder.max_input_tokens} tokens when truncate=true; token-id inputs are the model input as given; dimensions "
-                    "keeps the first components, then normalizes (the model is not Matryoshka-trained, "
-                    "so a cut vector is a rougher one)"
+                    f"at {encoder.max_input_tokens} tokens when truncate=true; token-id inputs are the model "
+                    "input as given; dimensions keeps the first components, then normalizes (the model is "
+                    "not Matryoshka-trained, so a cut vector is a rougher one)"
                 ),
                 "/v1/embeddings": "the /embed vectors in OpenAI's embeddings format (normalized, float or base64)",
                 "/tokenize": "the model's own WordPiece tokenizer, with character offsets",
