@@ -21,7 +21,9 @@ What it does:
    WordPiece ids and BM25 terms for the reranker. ``--no-replay`` measures the colder state;
 4. builds the in-process pipeline (bench/inprocess_search.py): the gateway's SearchService and
    injection guard over the retrieval service's HybridRetriever and the rerank service's
-   RerankService, in this process; the model runtime stays the separate server it is in the mesh;
+   RerankService, in this process; the model runtime stays the separate server it is in the mesh.
+   Then it freezes this process's objects as every service does once built
+   (ragmesh_common.heap; ``RAGMESH_GC_FREEZE=false`` turns that off here and in the mesh alike);
 5. for each concurrency level c (``c`` clients, each sending its next query when the previous one
    is answered), over a query set no earlier pass of this run has asked (the --split queries
    first, then the others in queries.jsonl; SciFact: test for c=1, train for c=16):
@@ -53,7 +55,10 @@ its ``profile`` line names the functions most of its busy samples were in.
 
 Each pass line also has ``cpu_ms_per_search``: the CPU (user + system) each process of the mesh,
 and this one (``bench``: the clients, and the in-process path), spent per search during the pass.
-With few cores their ``total`` bounds the searches per second at many clients.
+With few cores their ``total`` bounds the searches per second at many clients. And ``gc``: per
+process, the full (generation 2) garbage collections during the pass, their milliseconds and those of
+all its collections (ragmesh_common.heap's ``ragmesh_gc_pause_seconds`` on each /metrics); each full
+collection stalls every request in flight in its process.
 docs/performance.md shows one.
 
 ``--smoke``: the whole run above on a dozen built-in documents (indexed first by
@@ -82,6 +87,7 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -94,9 +100,10 @@ from search_latency import measure
 from ragmesh_bench.beir_dataset import load_beir
 from ragmesh_bench.lean_http import lean_client
 from ragmesh_bench.mesh_queries import query_pool, query_sets, scrub_runtime_cache
-from ragmesh_bench.overhead_report import (LAYERS, batch_counters, batching_of, cpu_ms_per_search, hop_breakdown,
-                                           profile_shares, smoke_failures, top_frames)
+from ragmesh_bench.overhead_report import (LAYERS, batch_counters, batching_of, cpu_ms_per_search, gc_counters,
+                                           gc_pauses, hop_breakdown, profile_shares, smoke_failures, top_frames)
 from ragmesh_cli.mesh import Mesh
+from ragmesh_common.heap import freeze_startup_objects
 from ragmesh_common.span_file import default_span_file, read_span_records
 
 SERVICES = ("runtime", "retrieval", "rerank", "gateway")
@@ -232,6 +239,31 @@ def retrieval_grpc(channel: Any, corpus: str, candidates: int) -> Search:
     return search
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What a pass reads of each process of the mesh, before and after: its CPU (by pid) and its
+    garbage collections (its /metrics)."""
+
+    pids: dict[str, int]
+    metrics: dict[str, str]
+
+    @classmethod
+    def of(cls, mesh: Mesh) -> Watched:
+        metrics = {"gateway": f"{mesh.gateway_url}/metrics", "runtime": f"{mesh.endpoints()['runtime']}/metrics"}
+        for svc in ("retrieval", "rerank"):
+            metrics[svc] = f"http://127.0.0.1:{mesh.ports.metrics_port(svc)}/metrics"
+        return cls(pids={svc: mesh.processes[svc].pid for svc in SERVICES}, metrics=metrics)
+
+
+async def collections(metrics: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Each process's garbage-collection counters now (gc_counters); a process that does not answer
+    is left out."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        texts = await asyncio.gather(*(client.get(url) for url in metrics.values()), return_exceptions=True)
+    return {name: gc_counters(response.text) for name, response in zip(metrics, texts)
+            if isinstance(response, httpx.Response) and response.status_code == 200}
+
+
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     """Each process's CPU seconds so far (user + system); ``bench`` is this process: the clients, and
     the in-process path's retrieval and rerank when it runs."""
@@ -248,9 +280,9 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
 
 
 async def run_pass(search: Search, queries: list[str], concurrency: int,
-                   pids: dict[str, int]) -> tuple[dict, dict[str, list[str]]]:
+                   watched: Watched) -> tuple[dict, dict[str, list[str]]]:
     """search_latency.measure over ``queries``; also each query's chunk ids, the degraded answers, the
-    first error and the CPU each process of ``pids`` (the mesh's, by service) spent per search."""
+    first error, the CPU each process of the mesh spent per search and its garbage collections."""
     found: dict[str, list[str]] = {}
     degraded = 0
     first_error = ""
@@ -265,9 +297,11 @@ async def run_pass(search: Search, queries: list[str], concurrency: int,
         found[query] = ids
         degraded += bool(skipped)
 
-    cpu_before = cpu_seconds(pids)
+    gc_before = await collections(watched.metrics)
+    cpu_before = cpu_seconds(watched.pids)
     stats = await measure(call, queries, concurrency)
-    stats["cpu_ms_per_search"] = cpu_ms_per_search(cpu_before, cpu_seconds(pids), len(queries))
+    stats["cpu_ms_per_search"] = cpu_ms_per_search(cpu_before, cpu_seconds(watched.pids), len(queries))
+    stats["gc"] = gc_pauses(gc_before, await collections(watched.metrics))
     stats["degraded"] = degraded
     if first_error:
         stats["first_error"] = first_error
@@ -286,8 +320,8 @@ def emit(**fields: Any) -> None:
 # --- main ------------------------------------------------------------------------------------
 
 
-async def warm_up(name: str, search: Search, queries: list[str], corpus: str, pids: dict[str, int]) -> None:
-    stats, found = await run_pass(search, queries, 1, pids)
+async def warm_up(name: str, search: Search, queries: list[str], corpus: str, watched: Watched) -> None:
+    stats, found = await run_pass(search, queries, 1, watched)
     if not any(found.values()):
         raise SystemExit(f"{name}: the warm-up queries found nothing in corpus {corpus!r}: {stats}")
 
@@ -299,11 +333,11 @@ async def runtime_passes(runtime: httpx.AsyncClient) -> dict[str, float]:
 
 async def measure_level(level: int, queries: list[str], via_gateway: Search, in_process: Search,
                         layers: dict[str, Search], runtime: httpx.AsyncClient,
-                        pids: dict[str, int]) -> dict[str, tuple[int, int]]:
+                        watched: Watched) -> dict[str, tuple[int, int]]:
     """The passes of one level; returns when the gateway passes ran (wall clock, ns), for their hops."""
     counters = await runtime_passes(runtime)
     fresh_started = time.time_ns()
-    fresh, _ = await run_pass(via_gateway, queries, level, pids)
+    fresh, _ = await run_pass(via_gateway, queries, level, watched)
     fresh_window = (fresh_started, time.time_ns())
     # /embed of each query (retrieval) and /rerank of its candidates, shared passes or not.
     fresh["runtime"] = batching_of(counters, await runtime_passes(runtime))
@@ -312,17 +346,17 @@ async def measure_level(level: int, queries: list[str], via_gateway: Search, in_
         fresh["goal_met"] = all(fresh[k] <= limit for k, limit in GOAL_FRESH_MS.items())
     emit(kind="pass", path="gateway_fresh", **fresh)
     warm_started = time.time_ns()
-    warm, via_gateway_found = await run_pass(via_gateway, queries, level, pids)
+    warm, via_gateway_found = await run_pass(via_gateway, queries, level, watched)
     warm_window = (warm_started, time.time_ns())
     emit(kind="pass", path="gateway_warm", **warm)
-    await run_pass(in_process, queries, level, pids)  # untimed: fills the in-process query-embedding LRU
-    local, in_process_found = await run_pass(in_process, queries, level, pids)
+    await run_pass(in_process, queries, level, watched)  # untimed: fills the in-process query-embedding LRU
+    local, in_process_found = await run_pass(in_process, queries, level, watched)
     emit(kind="pass", path="inprocess_warm", **local)
     emit(kind="ratio", concurrency=level, of="gateway_warm / inprocess_warm", goal=GOAL_RATIO,
          p50=round(warm["p50_ms"] / local["p50_ms"], 3), p99=round(warm["p99_ms"] / local["p99_ms"], 3),
          same_results=same_share(via_gateway_found, in_process_found), queries=len(queries))
     for name, search in layers.items():
-        stats, _ = await run_pass(search, queries, level, pids)
+        stats, _ = await run_pass(search, queries, level, watched)
         emit(kind="pass", path=name, **stats)
     return {"gateway_warm": warm_window, "gateway_fresh": fresh_window}
 
@@ -344,11 +378,14 @@ async def replay_index_embeds(pipeline: InProcessPipeline, runtime_url: str, bat
 
 async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessPipeline, corpus: str,
                       levels: list[int], sets: list[list[str]], warmup: list[str], config: dict,
-                      windows: dict[int, dict[str, tuple[int, int]]], pids: dict[str, int]) -> None:
+                      windows: dict[int, dict[str, tuple[int, int]]], watched: Watched) -> None:
     try:
         await pipeline.open()
         if not args.no_replay:
             config["replayed_index_embeds"] = await replay_index_embeds(pipeline, mesh.endpoints()["runtime"])
+        # As every process of the mesh does once it is built: the in-process path is this process.
+        frozen = {name: int(c["frozen"]) for name, c in (await collections(watched.metrics)).items() if "frozen" in c}
+        config["frozen_objects"] = {**frozen, "bench": freeze_startup_objects()}
         from ragmesh_common.rpc.client import open_channel
 
         candidates = max(pipeline.gateway_settings.search_candidates, args.top_k)
@@ -359,12 +396,12 @@ async def measure_all(args: argparse.Namespace, mesh: Mesh, pipeline: InProcessP
             in_process = inprocess_search(pipeline, corpus, args.top_k)
             layers = {"retrieval_inprocess": retrieval_inprocess(pipeline, corpus, candidates),
                       "retrieval_grpc": retrieval_grpc(channel, corpus, candidates)}
-            await warm_up("gateway", via_gateway, warmup, corpus, pids)
-            await warm_up("in-process", in_process, warmup, corpus, pids)
+            await warm_up("gateway", via_gateway, warmup, corpus, watched)
+            await warm_up("in-process", in_process, warmup, corpus, watched)
             emit(kind="config", corpus=corpus, **config, index=await pipeline.index_stats(corpus))
             for level, queries in zip(levels, sets):
                 windows[level] = await measure_level(level, queries, via_gateway, in_process, layers, runtime,
-                                                           pids)
+                                                           watched)
     finally:
         await pipeline.close()
 
@@ -488,10 +525,10 @@ def main(argv: list[str] | None = None) -> int:
         windows: dict[int, dict[str, tuple[int, int]]] = {}
         try:
             start_mesh(mesh)
-            pids = {svc: mesh.processes[svc].pid for svc in SERVICES}
+            watched = Watched.of(mesh)
             profilers = {svc: start_profiler(mesh, svc, file) for svc, file in args.profiles.items()}
             config = run_config(args, levels, sets, pipeline, cache)
-            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, windows, pids))
+            asyncio.run(measure_all(args, mesh, pipeline, corpus, levels, sets, warmup, config, windows, watched))
         finally:
             mesh.stop()
             for profiler in profilers.values():

@@ -41,6 +41,37 @@ def batching_of(before: dict[str, float], after: dict[str, float]) -> dict[str, 
             "mean_queue_wait_ms": round(1000 * (after["wait_s"] - before["wait_s"]) / requests, 2) if requests else None}
 
 
+def gc_counters(metrics: str) -> dict[str, float]:
+    """Each generation's collections and the seconds they took (ragmesh_common.heap's
+    ``ragmesh_gc_pause_seconds``: ``count2``, ``sum2``, ...) and the objects frozen at startup
+    (``frozen``), from a process's /metrics text; empty from a process without them."""
+    found: dict[str, float] = {}
+    for line in metrics.splitlines():
+        sample, _, value = line.rpartition(" ")
+        name, _, labels = sample.partition("{")
+        if name == "ragmesh_gc_frozen_objects":
+            found["frozen"] = float(value)
+        elif name in ("ragmesh_gc_pause_seconds_count", "ragmesh_gc_pause_seconds_sum"):
+            generation = labels.partition('generation="')[2].partition('"')[0]
+            found[f"{name.rsplit('_', 1)[1]}{generation}"] = float(value)
+    return found
+
+
+def gc_pauses(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """Per process, between two readings of :func:`gc_counters`: its full (generation 2) collections,
+    the milliseconds they took, and the milliseconds of all its collections. A full collection stalls
+    every request in flight in its process."""
+    out = {}
+    for process, now in after.items():
+        was = before.get(process)
+        if not was or not now:
+            continue
+        delta = {key: now[key] - was.get(key, 0.0) for key in now}
+        out[process] = {"full": int(delta.get("count2", 0)), "full_ms": round(1000 * delta.get("sum2", 0.0), 1),
+                        "all_ms": round(1000 * sum(v for k, v in delta.items() if k.startswith("sum")), 1)}
+    return out
+
+
 def cpu_ms_per_search(before: dict[str, float], after: dict[str, float], searches: int) -> dict[str, float]:
     """CPU milliseconds each process spent per search between two readings of its CPU seconds (user
     + system), and their ``total``: on a machine of few cores the total, not the latency, bounds how

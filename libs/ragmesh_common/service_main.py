@@ -10,6 +10,7 @@ import argparse
 import asyncio
 from typing import Any, Callable, Coroutine, TypeVar
 
+from ragmesh_common.heap import freeze_startup_objects
 from ragmesh_common.settings import DEFAULT_PORTS
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
 
@@ -24,7 +25,9 @@ def run_service(service: str, serve: Callable[[S], Coroutine[Any, Any, None]], s
                         help=f"gRPC port (default: from RAGMESH_{service.upper()}_ADDR, {DEFAULT_PORTS[service]})")
     args = parser.parse_args(argv)
     setup_telemetry(service)
+    chosen = settings(args.port)
+    freeze_startup_objects()
     try:
-        asyncio.run(serve(settings(args.port)))
+        asyncio.run(serve(chosen))
     finally:
         shutdown_telemetry()

@@ -39,11 +39,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
+    from ragmesh_common.heap import freeze_startup_objects
     from ragmesh_common.http_protocol import JsonErrorH11Protocol
     from ragmesh_runtime.app import create_app
 
     try:
         app = create_app(settings)
+        freeze_startup_objects(app.state.runtime_metrics.registry)
         uvicorn.run(
             app,
             host=args.host,

@@ -24,6 +24,7 @@ ALERT_TESTS = OBSERVABILITY / "alerts.test.yml"
 # own registry and no rule uses it).
 METRIC_MODULES = (
     "ragmesh_common.metrics",
+    "ragmesh_common.heap",
     "ragmesh_retrieval.metrics",
     "ragmesh_generation.metrics",
     "ragmesh_gateway.security.metrics",

@@ -7,6 +7,7 @@ import logging
 
 import uvicorn
 
+from ragmesh_common.heap import freeze_startup_objects
 from ragmesh_common.http_protocol import JsonErrorH11Protocol
 from ragmesh_common.settings import describe
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         "starting", extra={"fields": {"settings": describe(settings), "host": args.host, "port": args.port}}
     )
     app = create_app(settings)
+    freeze_startup_objects()
     try:
         uvicorn.run(
             app,

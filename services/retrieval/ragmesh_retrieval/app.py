@@ -15,6 +15,7 @@ from ragmesh.v1 import retrieval_pb2_grpc, vectorstore_pb2_grpc
 
 from ragmesh_common.clients.tei import TeiClient
 from ragmesh_common.errors import RagmeshError
+from ragmesh_common.heap import freeze_startup_objects
 from ragmesh_common.lexical import LexicalEncoder
 from ragmesh_common.rpc.server import GrpcServer
 from ragmesh_common.telemetry import setup_telemetry, shutdown_telemetry
@@ -121,6 +122,8 @@ async def serve(settings: RetrievalSettings | None = None) -> None:
     log.info("starting", extra={"fields": settings.loggable()})
     app = RetrievalApp(settings)
     await app.start()
+    # After start: the store, its catalog and the lexical encoders are made there, 30,000 objects.
+    freeze_startup_objects()
     app.server.install_signal_handlers()
     try:
         await app.server.wait_and_stop(on_stop=[app.close])

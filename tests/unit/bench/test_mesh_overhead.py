@@ -211,3 +211,24 @@ def test_fresh_searches_add_the_query_embedding_hops_and_the_tail_is_the_slowest
     assert found["median_ms"]["embed_hop"] == 3.0 and found["median_ms"]["runtime_embed"] == 11.0
     assert found["slowest_tenth_ms"]["runtime_embed"] == 31.0  # the slow one and one of the others
     assert found["median_ms"]["retrieval_own"] == 2.5  # its span less the store and the embedding call
+
+
+def test_garbage_collections_are_read_per_process_and_counted_between_two_readings() -> None:
+    from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+    from ragmesh_bench.overhead_report import gc_counters, gc_pauses
+
+    registry = CollectorRegistry()
+    pauses = Histogram("ragmesh_gc_pause_seconds", "", ["generation"], registry=registry)
+    Gauge("ragmesh_gc_frozen_objects", "", registry=registry).set(120_000)
+    for generation in "012":
+        pauses.labels(generation).observe(0.001)
+    before = gc_counters(generate_latest(registry).decode())
+    pauses.labels("2").observe(0.040)
+    pauses.labels("2").observe(0.020)
+    pauses.labels("0").observe(0.0005)
+    after = gc_counters(generate_latest(registry).decode())
+    assert before["count2"] == 1 and after["count2"] == 3 and after["frozen"] == 120_000
+    report = gc_pauses({"gateway": before, "runtime": {}}, {"gateway": after, "runtime": {}, "rerank": after})
+    # A process without the metric (an older build), or read only once, is left out.
+    assert report == {"gateway": {"full": 2, "full_ms": 60.0, "all_ms": 60.5}}
