@@ -32,6 +32,7 @@ GENERATIONS = ("0", "1", "2")
 
 _started_at: list[float] = []  # the running collection's start; one at a time (the collector holds the GIL)
 _pauses: tuple[Any, ...] = ()  # GC_PAUSE's series by generation, once collections are timed
+_registries: set[int] = set()  # registries besides the default one that export the two metrics
 
 
 def freeze_startup_objects(registry: CollectorRegistry = REGISTRY) -> int:
@@ -47,7 +48,8 @@ def freeze_startup_objects(registry: CollectorRegistry = REGISTRY) -> int:
         gc.freeze()
     frozen = gc.get_freeze_count()
     FROZEN.set(frozen)
-    if registry is not REGISTRY:
+    if registry is not REGISTRY and id(registry) not in _registries:
+        _registries.add(id(registry))
         for collector in (GC_PAUSE, FROZEN):
             registry.register(collector)
     _observe_collections()
