@@ -142,3 +142,12 @@ def test_the_indexer_reports_the_builds_and_promotions_the_mesh_made(exported) -
     assert set(ages) == corpora and all(age >= 0 for age in ages.values()), ages
     checks = {s.labels["check"]: s.value for s in samples_of(exported["gateway"], "ragmesh_gateway_readiness_check")}
     assert checks == {"retrieval": 1, "rerank": 1, "generation": 1, "corpora": 1}, checks
+
+
+def test_every_process_froze_its_startup_objects_and_times_its_collections(exported) -> None:
+    for process in PROCESSES:
+        frozen = [s.value for s in samples_of(exported[process], "ragmesh_gc_frozen_objects")]
+        assert frozen and frozen[0] > 10_000, f"{process} froze {frozen}"
+        timed = {s.labels["generation"]: s.value for s in samples_of(exported[process], "ragmesh_gc_pause_seconds")
+                 if s.name.endswith("_count")}
+        assert set(timed) == {"0", "1", "2"} and timed["0"] >= 1, f"{process}: collections timed {timed}"
