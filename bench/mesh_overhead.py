@@ -249,9 +249,7 @@ class Watched:
 
     @classmethod
     def of(cls, mesh: Mesh) -> Watched:
-        metrics = {"gateway": f"{mesh.gateway_url}/metrics", "runtime": f"{mesh.endpoints()['runtime']}/metrics"}
-        for svc in ("retrieval", "rerank"):
-            metrics[svc] = f"http://127.0.0.1:{mesh.ports.metrics_port(svc)}/metrics"
+        metrics = {svc: url for svc, url in mesh.metrics_urls().items() if svc in SERVICES}
         return cls(pids={svc: mesh.processes[svc].pid for svc in SERVICES}, metrics=metrics)
 
 

@@ -57,14 +57,6 @@ def scrape(url: str) -> dict[str, list]:
     return families
 
 
-def metrics_urls(mesh) -> dict[str, str]:
-    urls = {"gateway": f"{mesh.gateway_url}/metrics",
-            "runtime": f"http://127.0.0.1:{mesh.ports.port('runtime')}/metrics"}
-    for service in ("retrieval", "rerank", "generation", "indexer"):
-        urls[service] = f"http://127.0.0.1:{mesh.ports.metrics_port(service)}/metrics"
-    return urls
-
-
 def samples_of(exported: dict[str, list], metric: str) -> list:
     return [sample for suffix in SUFFIXES for sample in exported.get(metric.removesuffix("_total") + suffix, [])
             if not sample.name.endswith("_created")]
@@ -80,7 +72,9 @@ def exported(observed_mesh) -> dict[str, dict[str, list]]:
     answer = stream_answer(gateway, "What is the default queue depth of the Quokka scheduler?",
                            headers=observed_mesh.headers, timeout=120)
     assert answer["terminal"] and answer["terminal"]["event"] == "done", answer["terminal"]
-    return {process: scrape(url) for process, url in metrics_urls(observed_mesh.mesh).items()}
+    urls = observed_mesh.mesh.metrics_urls()
+    assert set(urls) == set(PROCESSES), urls
+    return {process: scrape(url) for process, url in urls.items()}
 
 
 def test_metrics_md_lists_the_dashboard_metrics() -> None:

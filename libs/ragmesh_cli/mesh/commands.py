@@ -247,14 +247,10 @@ def _serve_supervisor_metrics(mesh: Mesh) -> str:
 def _say_next(mesh: Mesh, *, served: int, metrics: str) -> None:
     """What runs where, and what to type next: the first thing a newcomer reads."""
     gateway = mesh.gateway_url
-    env = mesh.env()
     err(f"  {'widget':<10} {gateway}/widget/   (open it in a browser)")
     for name, endpoint in mesh.endpoints().items():
         err(f"  {name:<10} {endpoint}")
-    scraped = [f"{svc} http://127.0.0.1:{env[f'RAGMESH_{svc.upper()}_METRICS_PORT']}/metrics"
-               for svc in ("retrieval", "rerank", "generation", "indexer")
-               if int(env.get(f"RAGMESH_{svc.upper()}_METRICS_PORT") or 0)]
-    scraped += [f"gateway {gateway}/metrics", f"runtime {mesh.endpoints()['runtime']}/metrics"]
+    scraped = [f"{svc} {url}" for svc, url in mesh.metrics_urls().items()]
     if metrics:
         scraped.append(f"supervisor {metrics}")
     err(f"  {'metrics':<10} " + ", ".join(scraped))

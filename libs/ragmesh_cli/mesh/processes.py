@@ -135,6 +135,17 @@ class Mesh:
         out["runtime"] = self._runtime_base()
         return out
 
+    def metrics_urls(self) -> dict[str, str]:
+        """Each process's /metrics by service: the gRPC services' own metrics ports (those not turned
+        off with port 0), then the gateway's and the runtime's, which serve it beside their API."""
+        env = self.env()
+        out = {svc: f"http://127.0.0.1:{env[f'RAGMESH_{svc.upper()}_METRICS_PORT']}/metrics"
+               for svc in ("retrieval", "rerank", "generation", "indexer")
+               if int(env.get(f"RAGMESH_{svc.upper()}_METRICS_PORT") or 0)}
+        out["gateway"] = f"{self.gateway_url}/metrics"
+        out["runtime"] = f"{self._runtime_base()}/metrics"
+        return out
+
     def _runtime_base(self) -> str:
         return self.runtime_url or f"http://127.0.0.1:{self.ports.port('runtime')}"
 
