@@ -122,7 +122,7 @@ async def serve(settings: RetrievalSettings | None = None) -> None:
     log.info("starting", extra={"fields": settings.loggable()})
     app = RetrievalApp(settings)
     await app.start()
-    # After start: the store, its catalog and the lexical encoders are made there, 30,000 objects.
+    # After start, not before: the store, its catalog and the lexical encoders are made there.
     freeze_startup_objects()
     app.server.install_signal_handlers()
     try:
