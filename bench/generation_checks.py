@@ -37,7 +37,6 @@ import math
 import os
 import random
 import re
-import socket
 import statistics
 import sys
 import time
@@ -49,6 +48,7 @@ from typing import AsyncIterator, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 from ragmesh_bench.answer_set import Question, contains_gold, load_questions
+from ragmesh_bench.harness import free_port
 
 from ragmesh_common.clients.llm import ChatClient
 from ragmesh_common.lexical import LexicalEncoder
@@ -184,12 +184,6 @@ def review(output: str, checker: CitationChecker) -> dict:
 
 
 # -- servers ---------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def wheel_file(distribution: str, name: str) -> Path:
     """A file installed by a wheel, checked against the sha256 its RECORD lists (no import: the

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from mcp import Client, StdioServerParameters
 
-from ragmesh_bench.harness import RunningMesh, free_port, wait_serving
+from ragmesh_bench.harness import RunningMesh, serve
 from ragmesh_bench.smoke import parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,12 +37,10 @@ DOUBLES = ROOT / "tests" / "integration" / "gateway" / "serve_doubles.py"
 @contextlib.contextmanager
 def gateway_with_doubles() -> Iterator[str]:
     """The gateway over the gRPC test doubles, as its own process (serve_doubles.py)."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(DOUBLES), "--port", str(port)], stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    port, process = serve(lambda port: subprocess.Popen([sys.executable, str(DOUBLES), "--port", str(port)],
+                                                        stdin=subprocess.DEVNULL), "/health/live")
     try:
-        wait_serving(f"{url}/health/live", process=process)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(15)

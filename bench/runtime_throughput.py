@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from ragmesh_bench.harness import RunningMesh, free_port, wait_serving
+from ragmesh_bench.harness import RunningMesh, serve
 from ragmesh_bench.smoke import parse_args
 from ragmesh_runtime.models import load_models
 from ragmesh_runtime.service import RuntimeService
@@ -62,13 +62,13 @@ async def in_process(settings: RuntimeSettings, batches: list[list[str]]) -> tup
 @contextlib.contextmanager
 def started_runtime() -> Iterator[str]:
     """A `python -m ragmesh_runtime` of its own on a free port; yields its base URL."""
-    port = free_port()
-    env = {**os.environ, "RAGMESH_RUNTIME_PORT": str(port), "RAGMESH_LOG_LEVEL": "warning"}
-    server = subprocess.Popen([sys.executable, "-m", "ragmesh_runtime"], env=env)
-    base = f"http://127.0.0.1:{port}"
+    def start(port: int) -> subprocess.Popen:
+        env = {**os.environ, "RAGMESH_RUNTIME_PORT": str(port), "RAGMESH_LOG_LEVEL": "warning"}
+        return subprocess.Popen([sys.executable, "-m", "ragmesh_runtime"], env=env)
+
+    port, server = serve(start, "/health", timeout=90)
     try:
-        wait_serving(f"{base}/health", process=server, timeout=90)
-        yield base
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -30,8 +30,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,7 +44,8 @@ import numpy as np
 
 from ragmesh_bench.beir_dataset import load_beir
 from ragmesh_bench import smoke
-from ragmesh_bench.harness import RunningMesh
+from ragmesh_bench.harness import NotServing, RunningMesh, serve_on_free_port
+from ragmesh_cli.mesh.lifecycle import stop_process
 from ragmesh_common.index_schema import (
     ChunkPayload,
     CollectionMeta,
@@ -199,39 +198,24 @@ def emit(**fields: Any) -> None:
 # --- processes -------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def start(args: list[str], env: dict[str, str], log: Path, ready, seconds: float = 120) -> tuple[int, subprocess.Popen]:
+    """``python -m <args> --port P`` on a free port, serving there itself (ragmesh_bench.harness):
+    (port, process)."""
 
+    def launch(port: int) -> subprocess.Popen:
+        with open(log, "ab") as handle:
+            return subprocess.Popen([sys.executable, "-m", *args, "--port", str(port)], env=env, stdout=handle,
+                                    stderr=subprocess.STDOUT)
 
-def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with open(log, "wb") as handle:
-        return subprocess.Popen([sys.executable, "-m", *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
+    try:
+        return serve_on_free_port(launch, ready, timeout=seconds)
+    except NotServing as exc:
+        raise SystemExit(f"{args[0]}: {exc} (its log: {log})") from None
 
 
 def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def wait_http(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"{url}: the process exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"{url} did not come up in {seconds:.0f} s")
+    stop_process(process.pid, timeout=20.0)
+    process.wait()
 
 
 # --- layers ----------------------------------------------------------------------------------
@@ -273,17 +257,17 @@ async def grpc_layer(kind: str, folder: Path, points: int, runtime: str, texts: 
                      warmup: int, work: Path) -> None:
     from ragmesh.v1 import retrieval_pb2, retrieval_pb2_grpc
 
+    from ragmesh_common.healthcheck import check_grpc
     from ragmesh_common.rpc.client import open_channel
 
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMESH_")}
     env.update(RAGMESH_VECTOR_STORE=kind, RAGMESH_EDGE_PATH=str(folder), RAGMESH_QDRANT_PATH=str(folder),
                RAGMESH_EMBED_URL=runtime, RAGMESH_RETRIEVAL_EMBED_CACHE="0", RAGMESH_RETRIEVAL_METRICS_PORT="0",
                RAGMESH_STATE_DIR=str(work / "state"), RAGMESH_LOG_LEVEL="WARNING")
-    process = start(["ragmesh_retrieval", "--port", str(port)], env, work / f"retrieval-{kind}.log")
+    port, process = await asyncio.to_thread(start, ["ragmesh_retrieval"], env, work / f"retrieval-{kind}.log",
+                                            lambda p: check_grpc(f"127.0.0.1:{p}", timeout=1))
     try:
         async with open_channel(f"127.0.0.1:{port}") as channel:
-            await asyncio.wait_for(channel.channel_ready(), 120)
             stub = retrieval_pb2_grpc.RetrievalStub(channel)
 
             async def search(text: str) -> None:
@@ -332,10 +316,8 @@ async def main(args: argparse.Namespace) -> None:
     runtime = args.embed_url
     try:
         if runtime is None:
-            port = free_port()
-            runtime_process = start(["ragmesh_runtime", "--port", str(port)], dict(os.environ), work / "runtime.log")
+            port, runtime_process = start(["ragmesh_runtime"], dict(os.environ), work / "runtime.log", "/health")
             runtime = f"http://127.0.0.1:{port}"
-            wait_http(f"{runtime}/health", runtime_process)
         rows = corpus_texts(args.dataset, args.points, args.window_sentences, args.docs)
         dense = embed(runtime, [f"{title}\n{text}" for _, title, text in rows], args.cache_dir)
         model = httpx.get(f"{runtime}/info", timeout=10).json()["model_id"]

@@ -37,10 +37,10 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -49,7 +49,8 @@ from ragmesh.v1 import common_pb2, rerank_pb2, rerank_pb2_grpc, retrieval_pb2, r
 
 from search_latency import measure
 
-from ragmesh_bench.harness import free_port, say
+from ragmesh_bench import harness
+from ragmesh_bench.harness import say
 from ragmesh_bench.lean_http import lean_client
 
 CANDIDATES = 50  # the gateway's candidate count: chunks back from retrieval, texts out to rerank
@@ -269,32 +270,22 @@ def start_server(which: str, port: int, trace_file: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL)
 
 
-async def wait_listening(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"transport_floor: the server exited ({process.returncode}) before it listened")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
-    raise SystemExit(f"transport_floor: nothing listened on port {port} within {timeout:.0f} s")
+def accepts(port: int) -> bool:
+    """A TCP connection to the port opens (a gRPC port gives no HTTP 2xx to wait for)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
 
 
 async def measure_one(transport: str, variant: str, calls: int, warmup: int, folder: Path) -> dict[str, Any]:
-    port = free_port()
     if variant == "instrumented":
         # The clients' spans go to the span file too, as the gateway's do.
         from ragmesh_common.telemetry import setup_telemetry
 
         os.environ["RAGMESH_TRACE_FILE"] = str(folder / "spans.jsonl")
         setup_telemetry("floor-client", level="WARNING")
-    process = start_server(f"{transport}:{variant}", port, folder / "spans.jsonl")
+    port, process = await asyncio.to_thread(
+        harness.serve, lambda port: start_server(f"{transport}:{variant}", port, folder / "spans.jsonl"), accepts)
     try:
-        await wait_listening(port, process)
         server = psutil.Process(process.pid)
         if transport == "http":
             return await run_http(port, calls, warmup, server)

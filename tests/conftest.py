@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ragmesh_bench.harness import free_port
+
 DEFAULT_TEST_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
 
@@ -28,13 +30,6 @@ def skip_or_fail(reason: str) -> None:
     if in_ci():
         pytest.fail(f"{reason} (CI=true, so this is a failure, not a skip)")
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _reachable(url: str, default_port: int) -> bool:

@@ -52,30 +52,106 @@ class NotServing(RuntimeError):
     """A server that exited, or did not answer, before :func:`wait_until_serving` gave up."""
 
 
+class PortTaken(NotServing):
+    """Another process answers on the port the server was started on.
+
+    A port that was free when chosen can be bound by someone else (another test's server) before
+    the server started on it binds it: that one then fails to bind, and the other answers in its
+    place, with its own data.
+    """
+
+
 def wait_until_serving(url: str, *, process=None, timeout: float = 60.0, poll_s: float = 0.2) -> None:
-    """Until ``url`` answers 2xx; NotServing when ``process`` (a Popen) exits first or time runs out."""
+    """Until ``url`` answers 2xx; NotServing when ``process`` (a Popen) exits first or time runs out.
+
+    With ``process``, only an answer from that process (or one it started) counts: PortTaken when
+    another process listens on the port.
+    """
+    import httpx
+
+    _wait(lambda _: httpx.get(url, timeout=2).is_success, urlsplit(url).port, what=url, process=process,
+          timeout=timeout, poll_s=poll_s)
+
+
+def _wait(ready, port: int, *, what: str, process, timeout: float, poll_s: float = 0.2) -> None:
+    """Until ``ready(port)`` is true (an exception counts as not yet) from ``process``."""
     import time
 
-    import httpx
+    def answers() -> bool:
+        try:
+            return bool(ready(port))
+        except Exception:  # a health check that cannot connect yet, or times out
+            return False
 
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            if httpx.get(url, timeout=2).is_success:
-                return
-        except httpx.HTTPError:
-            pass
+        if answers() and (process is None or listens_on(process, port)):
+            return
         if process is not None and process.poll() is not None:
-            raise NotServing(f"the server of {url} exited with {process.returncode} before it answered")
+            raise NotServing(f"the server of {what} exited with {process.returncode} before it answered")
         if time.monotonic() > deadline:
-            raise NotServing(f"{url} did not answer within {timeout:.0f}s")
+            raise NotServing(f"{what} did not answer within {timeout:.0f}s")
         time.sleep(poll_s)
 
 
-def wait_serving(url: str, *, process=None, timeout: float = 60.0) -> None:
-    """:func:`wait_until_serving` for a bench script: SystemExit with the reason instead."""
+def listens_on(process, port: int) -> bool:
+    """Whether ``process`` (a Popen) or a process it started listens on TCP ``port``; true also when
+    the system does not say who listens. PortTaken when only other processes do."""
+    import psutil
+
+    from ragmesh_cli.mesh.lifecycle import describe, listeners
+
+    found = listeners(port)
+    if found is None:
+        return True
     try:
-        wait_until_serving(url, process=process, timeout=timeout)
+        ours = {process.pid} | {child.pid for child in psutil.Process(process.pid).children(recursive=True)}
+    except psutil.Error:
+        ours = {process.pid}
+    if found & ours:
+        return True
+    if not found:
+        return False  # it answered, then closed: ask again
+    holder = ", ".join(describe(p) if p is not None else "a process of another user"
+                       for p in sorted(found, key=lambda p: (p is None, p or 0)))
+    raise PortTaken(f"port {port} answers, but it is held by {holder}, "
+                    f"not the server started (pid {process.pid})")
+
+
+def serve_on_free_port(start, ready, *, timeout: float = 60.0, attempts: int = 3,
+                       choose=None) -> tuple[int, object]:
+    """``start(port)`` (a Popen) on a free port until it serves there itself: (port, process).
+
+    ``ready`` is a path on the server (served once it answers 2xx) or a function of the port (true
+    once it serves, a gRPC health check say). A port is only free when chosen (:class:`PortTaken`):
+    when another process takes it first, the server is stopped and started again on another port,
+    ``attempts`` times in all; any other failure to serve is raised at once. ``choose`` picks the
+    port (default :func:`free_port`).
+    """
+    from ragmesh_cli.mesh.lifecycle import listeners, stop_process
+
+    for attempt in range(1, attempts + 1):
+        port = (choose or free_port)()
+        process = start(port)
+        try:
+            if isinstance(ready, str):
+                wait_until_serving(f"http://127.0.0.1:{port}{ready}", process=process, timeout=timeout)
+            else:
+                _wait(ready, port, what=f"127.0.0.1:{port}", process=process, timeout=timeout)
+            return port, process
+        except NotServing as exc:
+            stop_process(process.pid, timeout=15.0)
+            process.wait()
+            # Lost the bind: it exited, and someone else listens there now.
+            taken = isinstance(exc, PortTaken) or bool(listeners(port))
+            if attempt == attempts or not taken:
+                raise
+
+
+def serve(start, ready, *, timeout: float = 60.0) -> tuple[int, object]:
+    """:func:`serve_on_free_port` for a bench script: SystemExit with the reason instead."""
+    try:
+        return serve_on_free_port(start, ready, timeout=timeout)
     except NotServing as exc:
         raise SystemExit(str(exc)) from None
 

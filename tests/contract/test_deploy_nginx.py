@@ -8,14 +8,11 @@ error body. Without nginx this skips (apt-get install -y nginx-light); in CI (CI
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from nginx_edge import render_config, running_edge
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.needs_program("nginx")
@@ -35,19 +33,6 @@ def nginx_binary() -> str:
     if os.environ.get("CI") == "true":
         pytest.fail("nginx is required in CI: apt-get install -y nginx-light")
     pytest.skip("nginx is not installed (apt-get install -y nginx-light); CI runs this test")
-
-
-def render_config() -> Any:
-    spec = importlib.util.spec_from_file_location("render_config", ROOT / "deploy/nginx/render_config.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class StandInGateway(BaseHTTPRequestHandler):
@@ -130,42 +115,9 @@ def edge(tmp_path_factory: pytest.TempPathFactory, gateway: ThreadingHTTPServer)
     static_root = work / "html"
     (static_root / "widget").mkdir(parents=True)
     (static_root / "widget/widget.js").write_text("console.log('ragmesh widget');\n")
-    port = free_port()
-    conf = render_config().render(
-        work / "conf",
-        GATEWAY_UPSTREAM=f"127.0.0.1:{gateway.server_address[1]}",
-        GATEWAY_UPSTREAM_OPTIONS="",
-        NGINX_RESOLVER="127.0.0.1",
-        NGINX_LISTEN=f"127.0.0.1:{port}",
-        NGINX_STATIC_ROOT=str(static_root),
-    )
-    prefix = f"{conf.parent}/"
-    # As root, workers would drop to `nobody`, who cannot read pytest's private temp folders.
-    directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
-    logs = (work / "nginx.out").open("wb")
-    process = subprocess.Popen(
-        [binary, "-p", prefix, "-c", str(conf), "-e", "stderr", "-g", directives],
-        stdout=logs,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"nginx exited: {(work / 'nginx.out').read_text()}")
-            try:
-                if httpx.get(f"{base}/nginx-health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"nginx did not start: {(work / 'nginx.out').read_text()}")
-                time.sleep(0.1)
+    with running_edge(binary, work, upstream=f"127.0.0.1:{gateway.server_address[1]}",
+                      static_root=static_root) as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        logs.close()
 
 
 def last_seen(path: str) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ragmesh_bench.harness import NotServing, serve_on_free_port
+from ragmesh_cli.mesh.lifecycle import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 CHROME_ARGS = [
@@ -131,22 +134,21 @@ def chromium_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     if not chromium or not chromedriver:
         skip_or_fail(request.config, "chromium and chromedriver are not installed "
                                      "(apt-get install -y chromium chromium-driver)")
-    root_conftest = request.config.pluginmanager.getplugin(str(ROOT / "tests" / "conftest.py"))
-    port = root_conftest.free_port()
-    log = (tmp_path_factory.mktemp("chromedriver") / "chromedriver.log").open("wb")
-    driver = subprocess.Popen([chromedriver, f"--port={port}"], stdout=log, stderr=subprocess.STDOUT)
+    log_path = tmp_path_factory.mktemp("chromedriver") / "chromedriver.log"
+
+    def start(port: int) -> subprocess.Popen:
+        with log_path.open("ab") as log:
+            return subprocess.Popen([chromedriver, f"--port={port}"], stdout=log, stderr=subprocess.STDOUT)
+
+    def ready(port: int) -> bool:
+        return httpx.get(f"http://127.0.0.1:{port}/status", timeout=2).json()["value"]["ready"]
+
+    try:
+        port, driver = serve_on_free_port(start, ready, timeout=30)
+    except NotServing as exc:
+        pytest.fail(f"chromedriver did not start: {exc}\n{log_path.read_text(errors='replace')[-2000:]}")
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/status", timeout=2).json()["value"]["ready"]:
-                    break
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            if time.monotonic() > deadline or driver.poll() is not None:
-                pytest.fail("chromedriver did not start")
-            time.sleep(0.2)
         profile = tmp_path_factory.mktemp("chromium-profile")
         capabilities: dict = {
             "browserName": "chrome",
@@ -164,12 +166,8 @@ def chromium_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         finally:
             browser.close()
     finally:
-        driver.terminate()
-        try:
-            driver.wait(10)
-        except subprocess.TimeoutExpired:
-            driver.kill()
-        log.close()
+        stop_process(driver.pid, timeout=10.0)
+        driver.wait()
 
 
 @pytest.fixture(scope="module")

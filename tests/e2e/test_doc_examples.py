@@ -43,11 +43,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
 from doc_examples import ROOT, Block, Shell, blocks_of, in_run_order, run_block, summary, user_environment
+from ragmesh_bench.harness import NotServing, free_port, serve_on_free_port
 from ragmesh_cli.mesh import SERVICES, Mesh, MeshPorts
+from ragmesh_cli.mesh.lifecycle import stop_process
 
 # The mesh pages reach the session's mesh through request.getfixturevalue: under make test this module
 # runs on the worker that holds it (tests/worker_groups.py).
@@ -117,42 +118,25 @@ def runtime_context(mesh: Mesh) -> Context:
 # --- the gateway over its test doubles ---------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def doubles_gateway(env: dict[str, str], log: Path) -> Iterator[int]:
     """serve_doubles.py as a process of its own, as docs/api.md ran it; yields its port."""
-    port = _free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, str(SERVE_DOUBLES), "--port", str(port)],
-                                   env=user_environment(env), stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                tail = log.read_text(errors="replace")[-3000:]
-                assert process.poll() is None, f"serve_doubles.py exited:\n{tail}"
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health/live", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, f"serve_doubles.py never answered:\n{tail}"
-                time.sleep(0.3)
-            yield port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
+
+    def start(port: int) -> subprocess.Popen:
+        with log.open("ab") as out:
+            return subprocess.Popen([sys.executable, str(SERVE_DOUBLES), "--port", str(port)],
+                                    env=user_environment(env), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+
+    try:
+        port, process = serve_on_free_port(start, "/health/live", timeout=90)
+    except NotServing as exc:
+        pytest.fail(f"serve_doubles.py: {exc}\n{log.read_text(errors='replace')[-3000:]}")
+    try:
+        yield port
+    finally:
+        stop_process(process.pid, timeout=15.0)
+        process.wait()
 
 
 @pytest.fixture  # a page of its own: its tokens and grants meet no other page's
@@ -218,7 +202,7 @@ def doubles_limits_context(tmp_path_factory: pytest.TempPathFactory, token_datab
 
 @pytest.fixture(scope="module")
 def offline_context() -> Context:
-    port = _free_port()  # free a moment ago, and nothing of this test listens there
+    port = free_port()  # free a moment ago, and nothing of this test listens there
     return Context(env={"RAGMESH_URL": f"http://127.0.0.1:{port}"}, substitutions=loopback(8080, port))
 
 

@@ -11,11 +11,9 @@ Without nginx this skips (apt-get install -y nginx-light); in CI (CI=true) it fa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,19 +21,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from nginx_edge import running_edge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.needs_program("nginx")]
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "What is the default queue depth of the Quokka scheduler?"
 PAIRS = 6
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")
@@ -51,51 +43,11 @@ def nginx_binary(pytestconfig: pytest.Config) -> str:
 @pytest.fixture(scope="module")
 def edge(nginx_binary: str, mesh, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = nginx_binary
-    render = _load("render_config", ROOT / "deploy/nginx/render_config.py").render
     work = tmp_path_factory.mktemp("edge")
     (work / "html").mkdir()
-    port = _free_port()
-    conf = render(
-        work / "conf",
-        GATEWAY_UPSTREAM=mesh.gateway_url.removeprefix("http://"),
-        GATEWAY_UPSTREAM_OPTIONS="",
-        NGINX_RESOLVER="127.0.0.1",
-        NGINX_LISTEN=f"127.0.0.1:{port}",
-        NGINX_STATIC_ROOT=str(work / "html"),
-    )
-    # As root, workers would drop to `nobody`, who cannot read pytest's private temp folders.
-    directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
-    log = work / "nginx.out"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [binary, "-p", f"{conf.parent}/", "-c", str(conf), "-e", "stderr", "-g", directives],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"nginx exited: {log.read_text()}")
-            try:
-                if httpx.get(f"{base}/nginx-health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"nginx did not start: {log.read_text()}")
-                time.sleep(0.1)
+    with running_edge(binary, work, upstream=mesh.gateway_url.removeprefix("http://"),
+                      static_root=work / "html") as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

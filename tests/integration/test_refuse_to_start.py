@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ragmesh_bench.harness import NotServing, free_port, serve_on_free_port
+from ragmesh_cli.mesh.lifecycle import stop_process
 from ragmesh_common.healthcheck import check_grpc, check_http
 
 STARTUP_TIMEOUT_S = 60  # a refusal comes after the imports, long before this
@@ -53,12 +55,6 @@ CASES = [
     Case("rerank", {"RAGMESH_RERANK_METRICS_PORT": "ninety"}, "RAGMESH_RERANK_METRICS_PORT", "not a number"),
     Case("runtime", {"RAGMESH_RUNTIME_RERANK_METHOD": "psychic"}, "RAGMESH_RUNTIME_RERANK_METHOD", "an unknown method"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def listening(port: int) -> bool:
@@ -96,33 +92,26 @@ def test_a_service_refuses_to_start_naming_the_variable(case: Case, tmp_path: Pa
     print(f"{case.service} refused in {time.monotonic() - started:.1f}s: {done.stderr.strip().splitlines()[-1]}")
 
 
-def _start_and_wait(service: str, env: dict[str, str], port: int, healthy) -> None:
-    process = subprocess.Popen(command(service, port), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+def _start_and_wait(service: str, env: dict[str, str], healthy, log: Path) -> None:
+    """The service becomes healthy on a free port, answering from that very process (another
+    test's server can take the port first: ragmesh_bench.harness.serve_on_free_port)."""
+
+    def start(port: int) -> subprocess.Popen:
+        with log.open("ab") as out:
+            return subprocess.Popen(command(service, port), env=env, stdout=out, stderr=subprocess.STDOUT)
+
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            assert process.poll() is None, f"{service} exited: {process.stderr.read()[-2000:]}"
-            try:
-                if healthy(port):
-                    return
-            except Exception:  # not up yet
-                pass
-            time.sleep(0.2)
-        pytest.fail(f"{service} did not become healthy")
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _, process = serve_on_free_port(start, healthy, timeout=STARTUP_TIMEOUT_S)
+    except NotServing as exc:
+        pytest.fail(f"{service}: {exc}\n{log.read_text(errors='replace')[-2000:]}")
+    stop_process(process.pid, timeout=15.0)
+    process.wait()
 
 
 def test_control_the_indexer_starts_with_its_database(tmp_path: Path, pg_url: str) -> None:
     env = {**base_env(tmp_path), "RAGMESH_POSTGRES_URL": pg_url,
            "RAGMESH_INDEXER_PG_SCHEMA": f"refuse_{os.getpid()}_{time.time_ns() % 10**8}"}
-    _start_and_wait("indexer", env, free_port(), lambda port: check_grpc(f"127.0.0.1:{port}", timeout=1))
+    _start_and_wait("indexer", env, lambda port: check_grpc(f"127.0.0.1:{port}", timeout=1), tmp_path / "indexer.log")
 
 
 def test_control_the_gateway_starts_with_tokens_and_rate_limits(
@@ -132,5 +121,5 @@ def test_control_the_gateway_starts_with_tokens_and_rate_limits(
     secret.write_text(pg_url + "\n", encoding="utf-8")
     env = {**base_env(tmp_path), "RAGMESH_AUTH_MODE": "tokens", "RAGMESH_POSTGRES_URL_FILE": str(secret),
            "RAGMESH_RATE_LIMITS": "*=5/10", "RAGMESH_REDIS_URL": redis_url}
-    _start_and_wait("gateway", env, free_port(),
-                    lambda port: check_http(f"http://127.0.0.1:{port}/health/live", timeout=1))
+    _start_and_wait("gateway", env, lambda port: check_http(f"http://127.0.0.1:{port}/health/live", timeout=1),
+                    tmp_path / "gateway.log")

@@ -9,13 +9,18 @@ the load measures.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import psutil
+import pytest
 
+import gateway_process
 from gateway_process import free_port, gateway_env, running_gateway
 
 CORPORA = "/api/rag/v1/corpora"
@@ -94,3 +99,38 @@ async def test_two_gateway_processes_share_one_budget(tmp_path: Path, redis_url:
     assert all(n > 0 for n in admitted.values()), admitted  # both replicas really served from it
     assert sum(refused.values()) > total_admitted  # demand was far above the budget
     assert abs(total_admitted - expected) <= 0.02 * expected, (total_admitted, expected)
+
+
+class Live(BaseHTTPRequestHandler):
+    """Another server answering like a gateway: 200 to everything."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_port_taken_before_the_gateway_binds_it_is_given_up_for_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chosen port is only free when chosen: another test's gateway can bind it first. The one
+    started here then fails to bind, and the other answers in its place (seen in CI: a search with
+    this test's token answered by another test's gateway, with that test's documents)."""
+    stranger = HTTPServer(("127.0.0.1", 0), Live)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    handed = iter([stranger.server_port])
+    monkeypatch.setattr(gateway_process, "free_port", lambda: next(handed, None) or free_port())
+    env = gateway_env(RAGMESH_RETRIEVAL_ADDR=f"127.0.0.1:{free_port()}")  # nothing listens: no corpus
+    try:
+        with running_gateway(tmp_path, env) as gateway:
+            port = urlsplit(gateway.url).port
+            assert port != stranger.server_port
+            listening = {c.laddr.port for c in psutil.Process(gateway.process.pid).net_connections(kind="tcp")
+                         if c.status == psutil.CONN_LISTEN}
+            assert port in listening, (port, listening)
+    finally:
+        stranger.shutdown()
+        stranger.server_close()

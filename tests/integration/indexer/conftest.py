@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmesh_bench.harness import NotServing, free_port, wait_until_serving
+from ragmesh_bench.harness import NotServing, serve_on_free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -18,19 +18,19 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="session")
 def runtime_url(tmp_path_factory) -> str:
     """The CPU model runtime as its own process, like in the embedded mesh."""
-    port = free_port()
     log = tmp_path_factory.mktemp("runtime") / "runtime.log"
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ragmesh_runtime", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
+
+    def start(port: int) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "ragmesh_runtime", "--port", str(port)],
+                                    stdout=out, stderr=subprocess.STDOUT, env=env)
+
     try:
-        wait_until_serving(url + "/health", process=proc, timeout=120)
+        port, proc = serve_on_free_port(start, "/health", timeout=120)
     except NotServing as exc:
-        proc.kill()
         pytest.fail(f"{exc}: {log.read_text()[-2000:]}")
-    yield url
+    yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=20)
 

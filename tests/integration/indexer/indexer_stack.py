@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,24 +21,6 @@ from ragmesh_common.rpc.client import open_channel
 from ragmesh_common.vectorstore.grpc_store import GrpcVectorStore
 
 
-def free_port_base(span: int = 20) -> int:
-    """The first of ``span`` consecutive ports that were all free a moment ago."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + span >= 65000:
-            continue
-        try:
-            for port in range(base, base + span):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free range of ports")
-
-
 class IndexerStack:
     def __init__(self, folder: Path, *, runtime_url: str, pg_url: str, schema: str,
                  env: dict[str, str] | None = None) -> None:
@@ -49,7 +30,7 @@ class IndexerStack:
         self.fault_file = folder / "fault"
         extra = {"RAGMESH_POSTGRES_URL": pg_url, "RAGMESH_INDEXER_PG_SCHEMA": schema,
                  "RAGMESH_INDEXER_FAULT_FILE": str(self.fault_file), "RAGMESH_LOG_LEVEL": "info", **(env or {})}
-        self.mesh = Mesh(state_dir=folder / "state", ports=MeshPorts(free_port_base()), extra_env=extra,
+        self.mesh = Mesh(state_dir=folder / "state", ports=MeshPorts.free_block(), extra_env=extra,
                          runtime_url=runtime_url)
         self.indexer_addr = f"127.0.0.1:{self.mesh.ports.port('indexer')}"
         self._channel = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -73,20 +72,15 @@ async def fake_tei(scope, receive, send) -> None:  # a minimal ASGI app speaking
     await send({"type": "http.response.body", "body": msgspec.json.encode(payload)})
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 async def tei_url() -> AsyncIterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(fake_tei, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(fake_tei, host="127.0.0.1", port=0, lifespan="off", log_level="warning"))
     task = asyncio.create_task(server.serve())
     while not server.started:
+        if task.done():
+            task.result()
         await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
+    yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
     server.should_exit = True
     await task
 
@@ -265,7 +259,7 @@ async def test_batch_get_errors_carry_their_codes(retrieval, tei_url: str) -> No
         assert meta[CODE_KEY] == "TOO_MANY_IDS" and '"max": 20' in meta[DETAILS_KEY]
 
 
-async def test_embedding_runtime_down_degrades_over_grpc(tmp_path: Path, tei_url: str) -> None:
+async def test_embedding_runtime_down_degrades_over_grpc(tmp_path: Path, tei_url: str, free_port) -> None:
     app = RetrievalApp(settings_for(tmp_path, f"http://127.0.0.1:{free_port()}"))  # nothing listens there
     port = await app.start()
     target = f"127.0.0.1:{port}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,36 +17,25 @@ import httpx
 import numpy as np
 import pytest
 
+from ragmesh_bench.harness import NotServing, serve_on_free_port
+
 TEXTS = ["The supervisor restarts a child that exits.", "Caches live in the state folder."]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start(state: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMESH_")}
-    env.update(RAGMESH_STATE_DIR=str(state), RAGMESH_RUNTIME_PORT=str(port), OMP_WAIT_POLICY="PASSIVE",
-               RAGMESH_RUNTIME_CACHE_SAVE_INTERVAL_S="0.5")
-    with open(log, "ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "ragmesh_runtime"], env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"runtime exited at start:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    pytest.fail("runtime not healthy within 120 s")
+    def launch(port: int) -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGMESH_")}
+        env.update(RAGMESH_STATE_DIR=str(state), RAGMESH_RUNTIME_PORT=str(port), OMP_WAIT_POLICY="PASSIVE",
+                   RAGMESH_RUNTIME_CACHE_SAVE_INTERVAL_S="0.5")
+        with open(log, "ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "ragmesh_runtime"], env=env, stdout=out,
+                                    stderr=subprocess.STDOUT)
+
+    try:
+        port, process = serve_on_free_port(launch, "/health", timeout=120)
+    except NotServing as exc:
+        pytest.fail(f"{exc}:\n{log.read_text(errors='replace')[-3000:]}")
+    return process, f"http://127.0.0.1:{port}"
 
 
 def test_a_killed_runtime_restarts_with_its_caches(tmp_path: Path) -> None:

@@ -228,30 +228,26 @@ def test_the_llm_runtime_serves_the_openai_sdk_and_stops_on_sigterm(tmp_path: Pa
     and SIGTERM still stops it although llama.cpp installs SIGINT/SIGTERM handlers when it loads
     (uvicorn installs its own after the load; a mesh's `stop` relies on SIGTERM)."""
     import signal
-    import socket
 
-    import httpx
     import openai
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    from ragmesh_bench.harness import NotServing, serve_on_free_port
+
     env = {**os.environ, "RAGMESH_RUNTIME_GENERATOR": "llm", "RAGMESH_RUNTIME_EMBED_CACHE_FILE": "off",
            "RAGMESH_RUNTIME_LLM_CONTEXT_TOKENS": "1024"}
     log_path = tmp_path / "runtime.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "ragmesh_runtime", "--port", str(port)], env=env,
-                                   stdout=log_file, stderr=subprocess.STDOUT)
+
+    def start(port: int) -> subprocess.Popen:
+        with log_path.open("ab") as log_file:
+            return subprocess.Popen([sys.executable, "-m", "ragmesh_runtime", "--port", str(port)], env=env,
+                                    stdout=log_file, stderr=subprocess.STDOUT)
+
+    try:
+        port, process = serve_on_free_port(start, "/health", timeout=120)
+    except NotServing as exc:
+        pytest.fail(f"{exc}\n{log_path.read_text(errors='replace')}")
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        assert process.poll() is None, log_path.read_text(errors="replace")
         client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=120)
         assert [m.id for m in client.models.list().data] == [MODEL_ID]
         completion = client.chat.completions.create(model=MODEL_ID, max_tokens=8, temperature=0,

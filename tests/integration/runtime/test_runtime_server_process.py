@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -18,13 +16,9 @@ import openai
 import pytest
 from runtime_chat_helpers import evidence_message
 
+from ragmesh_bench.harness import NotServing, serve_on_free_port
+
 MODEL = "ragmesh-extractive-v1-not-an-llm"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RuntimeProcess:
@@ -39,27 +33,20 @@ class RuntimeProcess:
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory) -> Iterator[RuntimeProcess]:
-    port = free_port()
     log_path = tmp_path_factory.mktemp("runtime") / "runtime.log"
-    env = {**os.environ, "RAGMESH_RUNTIME_PORT": str(port), "RAGMESH_RUNTIME_HOST": "127.0.0.1"}
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ragmesh_runtime"], env=env, stdout=log_file, stderr=subprocess.STDOUT
-        )
+
+    def start(port: int) -> subprocess.Popen:
+        env = {**os.environ, "RAGMESH_RUNTIME_PORT": str(port), "RAGMESH_RUNTIME_HOST": "127.0.0.1"}
+        with open(log_path, "ab") as log_file:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ragmesh_runtime"], env=env, stdout=log_file, stderr=subprocess.STDOUT
+            )
+
+    try:  # generous: CI machines share two cores between many processes
+        port, process = serve_on_free_port(start, "/health", timeout=90)
+    except NotServing as exc:
+        pytest.fail(f"{exc}:\n{log_path.read_text(errors='replace')}")
     runtime = RuntimeProcess(process, f"http://127.0.0.1:{port}", log_path)
-    deadline = time.monotonic() + 90  # generous: CI machines share two cores between many processes
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"runtime exited with {process.returncode} at start:\n{runtime.log()}")
-        try:
-            if httpx.get(f"{runtime.base_url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(f"runtime never became healthy:\n{runtime.log()}")
     yield runtime
     if process.poll() is None:
         process.kill()

@@ -50,20 +50,30 @@ def test_a_smoke_pass_without_a_mesh_says_which_variables_to_set() -> None:
 
 
 def test_waiting_for_a_server_that_exited_says_so_and_a_bench_script_exits() -> None:
-    """wait_until_serving (the tests' and the drills' wait) names the exit; wait_serving (a bench
-    script's) turns it into SystemExit with the same reason."""
+    """wait_until_serving (the tests' and the drills' wait) names the exit; serve_on_free_port
+    starts it once (the port was not taken), and serve (a bench script's) turns it into SystemExit
+    with the same reason."""
     import subprocess
     import sys
 
-    from ragmesh_bench.harness import NotServing, free_port, wait_serving, wait_until_serving
+    from ragmesh_bench.harness import NotServing, free_port, serve, serve_on_free_port, wait_until_serving
 
     url = f"http://127.0.0.1:{free_port()}/health"
     process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     process.wait()
     with pytest.raises(NotServing, match="exited with 3"):
         wait_until_serving(url, process=process, timeout=600)
+    started: list[int] = []
+
+    def start(port: int) -> subprocess.Popen:
+        started.append(port)
+        return subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+
+    with pytest.raises(NotServing, match="exited with 3"):
+        serve_on_free_port(start, "/health", timeout=600)
+    assert len(started) == 1
     with pytest.raises(SystemExit, match="exited with 3"):
-        wait_serving(url, process=process, timeout=600)
+        serve(start, "/health", timeout=600)
 
 
 def test_waiting_for_a_server_that_answers_returns() -> None:
@@ -88,3 +98,35 @@ def test_waiting_for_a_server_that_answers_returns() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_another_server_answering_on_the_port_is_not_taken_for_the_one_started() -> None:
+    """A port free when chosen can be taken before the started server binds it (by another test's
+    server): the answer on it then comes from a stranger, and the wait says whose it is."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from ragmesh_bench.harness import PortTaken, wait_until_serving
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    stranger = HTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    started = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        with pytest.raises(PortTaken, match=rf"held by pid {os.getpid()} .*not the server started \(pid {started.pid}\)"):
+            wait_until_serving(f"http://127.0.0.1:{stranger.server_port}/health", process=started, timeout=600)
+    finally:
+        started.kill()
+        started.wait()
+        stranger.shutdown()
+        stranger.server_close()
