@@ -39,6 +39,7 @@ class MeshNotFound(Exception):
 class Address:
     value: str
     chosen_by: str  # "--url", "$RAGMESH_URL", "the mesh record in ...", "the default port (...)"
+    state: Path | None = None  # the state folder whose mesh record named it
 
     def __str__(self) -> str:
         return f"{self.value} ({self.chosen_by})"
@@ -68,7 +69,7 @@ def resolve(args, name: str, *, flag: str, flag_value: str, env: str, default: s
     found = live_record(args)
     if isinstance(found, Address):
         return Address(default, found.chosen_by)
-    return Address(found[0].address(name), f"the mesh record in {found[1]}")
+    return Address(found[0].address(name), f"the mesh record in {found[1]}", state=state_folder(args)[0])
 
 
 def live_record(args):

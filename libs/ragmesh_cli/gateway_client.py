@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from ragmesh_cli.addresses import Address, add_state_option, resolve
+from ragmesh_cli.last_request import remember
 from ragmesh_cli.output import EXIT_AUTH, EXIT_FAIL, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -66,13 +67,21 @@ class GatewayCall:
     def post(self, path: str, body: dict) -> tuple[int, Any]:
         return self._request("POST", path, body)
 
+    def noted_request_id(self) -> str:
+        """A fresh request id, noted as this command's last request to the mesh of the state folder
+        when that folder named the gateway (ragmesh_cli.last_request)."""
+        request_id = uuid.uuid4().hex
+        if self.address.state is not None:
+            remember(self.address.state, request_id)
+        return request_id
+
     def get(self, path: str) -> tuple[int, Any]:
         return self._request("GET", path, None)
 
     def _request(self, method: str, path: str, body: dict | None) -> tuple[int, Any]:
         """(HTTP status, JSON body); status 0 when the gateway was not reached. An error body always
         holds ``request_id``: the gateway's, else its response header, else the one sent."""
-        sent = new_request_id()
+        sent = self.noted_request_id()
         try:
             resp = httpx.request(method, self.url + path, json=body, headers={**self.headers, REQUEST_ID_HEADER: sent},
                                  timeout=self.timeout)

@@ -10,7 +10,14 @@ import argparse
 import sys
 from typing import Any
 
-from ragmesh_cli.gateway_client import GatewayCall, add_gateway_options, error_line, exit_code_for, stream_answer
+from ragmesh_cli.gateway_client import (
+    REQUEST_ID_HEADER,
+    GatewayCall,
+    add_gateway_options,
+    error_line,
+    exit_code_for,
+    stream_answer,
+)
 from ragmesh_cli.output import EXIT_NO_EVIDENCE, EXIT_OK, emit, err
 from ragmesh_cli.query import human
 from ragmesh_common.answer_defaults import ANSWER_SOURCES
@@ -115,7 +122,8 @@ def cmd_answer(args) -> int:
     extra = {"top_k": args.top_k}
     if _filters(args):
         extra["filters"] = _filters(args)
-    result = stream_answer(call.url, args.query, headers=call.headers, timeout=args.timeout, body_extra=extra,
+    headers = {**call.headers, REQUEST_ID_HEADER: call.noted_request_id()}
+    result = stream_answer(call.url, args.query, headers=headers, timeout=args.timeout, body_extra=extra,
                            address=call.address)
     terminal = result["terminal"]
     if terminal["event"] == "error":

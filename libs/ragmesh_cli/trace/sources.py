@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from ragmesh_cli.last_request import recall
 from ragmesh_cli.output import EXIT_FAIL, EXIT_UNAVAILABLE, EXIT_USAGE
 from ragmesh_common.span_file import read_span_records
 from ragmesh_common.telemetry import REQUEST_ID_ATTRIBUTE
@@ -45,26 +46,47 @@ def is_request(span: dict[str, Any]) -> bool:
 
 
 class SpanFileSource:
+    # How long `--last` waits for the spans of the CLI's own last request (ragmesh_cli.last_request).
+    SENT_WAIT_S = 15.0
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def by_request_id(self, request_id: str) -> FoundTrace:
+    def by_request_id(self, request_id: str, *, wait_s: float = 0.0) -> FoundTrace:
+        """The trace of ``request_id``; with ``wait_s``, read again until its spans are written."""
         marker = f'"{REQUEST_ID_ATTRIBUTE}": "{request_id}"'.encode()
-        carriers = [s for s in read_span_records(self.path, containing=marker)
-                    if s.get("attributes", {}).get(REQUEST_ID_ATTRIBUTE) == request_id]
-        if not carriers:
-            raise TraceLookupError(
-                f"no span carries request id {request_id} in {self.path} (spans are written a moment after a "
-                "request ends; an older request may have been rotated out)", EXIT_USAGE)
-        return self._trace_of(carriers, request_id)
+        deadline = time.monotonic() + wait_s
+        while True:
+            carriers = [s for s in read_span_records(self.path, containing=marker)
+                        if s.get("attributes", {}).get(REQUEST_ID_ATTRIBUTE) == request_id]
+            if carriers:
+                return self._trace_of(carriers, request_id)
+            if time.monotonic() >= deadline:
+                raise TraceLookupError(
+                    f"no span carries request id {request_id} in {self.path} (spans are written a moment after "
+                    "a request ends; an older request may have been rotated out)", EXIT_USAGE)
+            time.sleep(0.1)
 
     def last(self) -> FoundTrace:
+        """The latest request in the file; or the CLI's own last request to this mesh when it was sent
+        after that one, once its spans are written (up to SENT_WAIT_S)."""
         marker = f'"{REQUEST_ID_ATTRIBUTE}": '.encode()
         roots = [s for s in read_span_records(self.path, containing=marker)
                  if not s.get("parent_id") and s.get("attributes", {}).get(REQUEST_ID_ATTRIBUTE) and is_request(s)]
-        if not roots:
+        latest = max(roots, key=lambda s: s.get("start_ns") or 0) if roots else None
+        sent = recall(self.path)
+        if sent is not None and (latest is None or sent.sent_ns > (latest.get("start_ns") or 0)):
+            try:
+                return self.by_request_id(sent.request_id, wait_s=self.SENT_WAIT_S)
+            except TraceLookupError:
+                if latest is None:
+                    raise
+                found = self._trace_of([latest], latest["attributes"][REQUEST_ID_ATTRIBUTE])
+                found.note = (f"the CLI's last request ({sent.request_id}) has no spans after "
+                              f"{self.SENT_WAIT_S:.0f} s; showing the latest request recorded")
+                return found
+        if latest is None:
             raise TraceLookupError(f"no request recorded in {self.path} yet", EXIT_FAIL)
-        latest = max(roots, key=lambda s: s.get("start_ns") or 0)
         return self._trace_of([latest], latest["attributes"][REQUEST_ID_ATTRIBUTE])
 
     def _trace_of(self, carriers: list[dict[str, Any]], request_id: str) -> FoundTrace:

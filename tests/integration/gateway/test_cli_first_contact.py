@@ -108,6 +108,21 @@ async def test_the_commands_find_the_mesh_from_its_state_folder(mesh: Mesh, tmp_
     assert printed.stdout == f"{url}\n" and printed_indexer.stdout == f"{indexer_of(mesh)}\n"
 
 
+async def test_a_query_to_the_mesh_of_a_state_folder_notes_its_request_id_there(mesh: Mesh, tmp_path: Path) -> None:
+    """Beside the span file, for `ragmesh trace --last` to wait for (ragmesh_cli.last_request); a
+    gateway named by --url is no mesh of the folder, and nothing is noted."""
+    noted = tmp_path / ".ragmesh-state" / "traces" / "last-request.json"
+    async with serve(create_app(mesh.settings())) as url:
+        state = mesh_folder(tmp_path / ".ragmesh-state", url, indexer_of(mesh))
+        noted.parent.mkdir()
+        by_url = await ragmesh("search", "how do I start?", "--url", url, cwd=tmp_path)
+        assert by_url.code == OK and not noted.exists()
+        searched = await ragmesh("search", "how do I start?", "--state-dir", str(state))
+        assert searched.code == OK and json.loads(noted.read_text())["request_id"] == json.loads(searched.stdout)["request_id"]
+        answered = await ragmesh("answer", "how do I start?", cwd=tmp_path)
+        assert answered.code == OK and json.loads(noted.read_text())["request_id"] == json.loads(answered.stdout)["request_id"]
+
+
 async def test_an_explicit_url_or_address_wins_over_the_record(mesh: Mesh, tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     mesh_folder(tmp_path / ".ragmesh-state", closed, f"127.0.0.1:{free_port()}")
