@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -76,28 +80,34 @@ def test_waiting_for_a_server_that_exited_says_so_and_a_bench_script_exits() -> 
         serve(start, "/health", timeout=600)
 
 
-def test_waiting_for_a_server_that_answers_returns() -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+class Ok(BaseHTTPRequestHandler):
+    """A server that answers 200 to everything."""
 
-    from ragmesh_bench.harness import wait_until_serving
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.end_headers()
 
-    class Ok(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.end_headers()
+    def log_message(self, *args) -> None:
+        pass
 
-        def log_message(self, *args) -> None:
-            pass
 
+@contextlib.contextmanager
+def answering() -> Iterator[int]:
+    """An :class:`Ok` server in a thread of this process; yields its port."""
     server = HTTPServer(("127.0.0.1", 0), Ok)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        wait_until_serving(f"http://127.0.0.1:{server.server_port}/health/live", timeout=600)
+        yield server.server_port
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_waiting_for_a_server_that_answers_returns() -> None:
+    from ragmesh_bench.harness import wait_until_serving
+
+    with answering() as port:
+        wait_until_serving(f"http://127.0.0.1:{port}/health/live", timeout=600)
 
 
 def test_another_server_answering_on_the_port_is_not_taken_for_the_one_started() -> None:
@@ -106,27 +116,14 @@ def test_another_server_answering_on_the_port_is_not_taken_for_the_one_started()
     import os
     import subprocess
     import sys
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
 
     from ragmesh_bench.harness import PortTaken, wait_until_serving
 
-    class Ok(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args) -> None:
-            pass
-
-    stranger = HTTPServer(("127.0.0.1", 0), Ok)
-    threading.Thread(target=stranger.serve_forever, daemon=True).start()
     started = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
-        with pytest.raises(PortTaken, match=rf"held by pid {os.getpid()} .*not the server started \(pid {started.pid}\)"):
-            wait_until_serving(f"http://127.0.0.1:{stranger.server_port}/health", process=started, timeout=600)
+        with answering() as port, pytest.raises(
+                PortTaken, match=rf"held by pid {os.getpid()} .*not the server started \(pid {started.pid}\)"):
+            wait_until_serving(f"http://127.0.0.1:{port}/health", process=started, timeout=600)
     finally:
         started.kill()
         started.wait()
-        stranger.shutdown()
-        stranger.server_close()
