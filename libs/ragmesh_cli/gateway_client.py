@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 import uuid
 from typing import Any
 
@@ -63,17 +64,21 @@ class GatewayCall:
         token = gateway_token(args)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = args.timeout
+        self._sent: tuple[str, int] | None = None  # the last request's id and when it was sent
 
     def post(self, path: str, body: dict) -> tuple[int, Any]:
         return self._request("POST", path, body)
 
-    def noted_request_id(self) -> str:
-        """A fresh request id, noted as this command's last request to the mesh of the state folder
-        when that folder named the gateway (ragmesh_cli.last_request)."""
-        request_id = uuid.uuid4().hex
-        if self.address.state is not None:
-            remember(self.address.state, request_id)
-        return request_id
+    def request_id(self) -> str:
+        """A fresh request id for the request about to be sent (:meth:`reached` notes it)."""
+        self._sent = (uuid.uuid4().hex, time.time_ns())
+        return self._sent[0]
+
+    def reached(self) -> None:
+        """The gateway answered the last request: noted as this command's last request to the mesh
+        of the state folder, when that folder named the gateway (ragmesh_cli.last_request)."""
+        if self._sent is not None and self.address.state is not None:
+            remember(self.address.state, *self._sent)
 
     def get(self, path: str) -> tuple[int, Any]:
         return self._request("GET", path, None)
@@ -81,12 +86,13 @@ class GatewayCall:
     def _request(self, method: str, path: str, body: dict | None) -> tuple[int, Any]:
         """(HTTP status, JSON body); status 0 when the gateway was not reached. An error body always
         holds ``request_id``: the gateway's, else its response header, else the one sent."""
-        sent = self.noted_request_id()
+        sent = self.request_id()
         try:
             resp = httpx.request(method, self.url + path, json=body, headers={**self.headers, REQUEST_ID_HEADER: sent},
                                  timeout=self.timeout)
         except httpx.HTTPError as exc:
             return 0, {"code": "UNAVAILABLE", "message": unreachable(self.address, exc)}
+        self.reached()
         request_id = resp.headers.get(REQUEST_ID_HEADER) or sent
         try:
             data = resp.json()

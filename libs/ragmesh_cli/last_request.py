@@ -4,8 +4,8 @@ The gateway writes a request's spans a moment after the request ends (each proce
 spans in batches, ragmesh_common.span_file). `ragmesh answer` then `ragmesh trace --last`, as the
 README runs them, can be quicker than that moment on a busy machine, and `--last` would show the
 request before. So a query command that found its gateway through the state folder's mesh record
-notes the request id it sent, and when it sent it; `trace --last` waits for that request's spans
-when no request recorded in the file is newer.
+notes the request id it sent, and when it sent it, once the gateway answered; `trace --last` waits
+for that request's spans when no request recorded in the file is newer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +31,15 @@ def path_beside(span_file: Path) -> Path:
     return Path(span_file).with_name(NAME)
 
 
-def remember(state: Path, request_id: str) -> None:
-    """Note ``request_id`` as sent now to the mesh of ``state``. Best effort: a folder that cannot
-    be written only loses the wait it buys."""
+def remember(state: Path, request_id: str, sent_ns: int) -> None:
+    """Note ``request_id`` as sent at ``sent_ns`` (``time.time_ns()``) to the mesh of ``state``.
+    Best effort: a folder that cannot be written only loses the wait it buys."""
     path = path_beside(default_span_file(state))
     if not path.parent.is_dir():
         return
     staged = path.with_name(f".{NAME}.{os.getpid()}")
     with contextlib.suppress(OSError):
-        staged.write_text(json.dumps({"request_id": request_id, "sent_ns": time.time_ns()}), encoding="utf-8")
+        staged.write_text(json.dumps({"request_id": request_id, "sent_ns": sent_ns}), encoding="utf-8")
         os.replace(staged, path)
 
 

@@ -122,9 +122,11 @@ def cmd_answer(args) -> int:
     extra = {"top_k": args.top_k}
     if _filters(args):
         extra["filters"] = _filters(args)
-    headers = {**call.headers, REQUEST_ID_HEADER: call.noted_request_id()}
+    headers = {**call.headers, REQUEST_ID_HEADER: call.request_id()}
     result = stream_answer(call.url, args.query, headers=headers, timeout=args.timeout, body_extra=extra,
                            address=call.address)
+    if result["status"] or result["meta"]:  # the gateway answered (a stream that broke off included)
+        call.reached()
     terminal = result["terminal"]
     if terminal["event"] == "error":
         err(error_line(terminal))

@@ -121,6 +121,12 @@ async def test_a_query_to_the_mesh_of_a_state_folder_notes_its_request_id_there(
         assert searched.code == OK and json.loads(noted.read_text())["request_id"] == json.loads(searched.stdout)["request_id"]
         answered = await ragmesh("answer", "how do I start?", cwd=tmp_path)
         assert answered.code == OK and json.loads(noted.read_text())["request_id"] == json.loads(answered.stdout)["request_id"]
+    # A request that never reached a gateway is not waited for.
+    closed = mesh_folder(tmp_path / "closed", f"http://127.0.0.1:{free_port()}", indexer_of(mesh))
+    (closed / "traces").mkdir()
+    refused = [await ragmesh(command, "how do I start?", "--state-dir", str(closed)) for command in ("search", "answer")]
+    assert [r.code for r in refused] == [UNAVAILABLE] * 2, [r.stderr for r in refused]
+    assert not (closed / "traces" / "last-request.json").exists()
 
 
 async def test_an_explicit_url_or_address_wins_over_the_record(mesh: Mesh, tmp_path: Path) -> None:

@@ -256,7 +256,7 @@ def test_either_a_request_id_or_last_is_required(state: Path, capsys, args: list
     assert err.splitlines()[-1] == "ragmesh: give a REQUEST_ID or --last (not both)"
 
 
-def test_last_waits_for_the_spans_of_the_clis_own_last_request(state: Path, capsys, monkeypatch) -> None:
+def test_last_waits_for_the_spans_of_the_clis_own_last_request(state: Path, capsys) -> None:
     """`ragmesh answer` then `ragmesh trace --last` (the README's order): the gateway writes the
     answer's spans a moment after it ends, and on a busy machine `trace` can start before that (seen
     in a test run: the trace of the search before). The CLI noted the id it sent; `--last` waits."""
@@ -266,8 +266,7 @@ def test_last_waits_for_the_spans_of_the_clis_own_last_request(state: Path, caps
     from ragmesh_cli import last_request
 
     write_spans(spans_file(state), chat_request())  # an earlier request, written
-    monkeypatch.setattr(last_request.time, "time_ns", lambda: T0 + 400_000_000)
-    last_request.remember(state, "req-2")  # sent after it; its spans are still on their way
+    last_request.remember(state, "req-2", T0 + 400_000_000)  # sent after it; its spans are still on their way
     later = threading.Timer(0.5, write_spans, (spans_file(state), chat_request(OTHER, "req-2", at_ms=500.0)))
     later.start()
     started = time.monotonic()
@@ -278,13 +277,12 @@ def test_last_waits_for_the_spans_of_the_clis_own_last_request(state: Path, caps
     assert time.monotonic() - started >= 0.4
 
 
-def test_a_request_newer_than_the_clis_own_is_shown_at_once(state: Path, capsys, monkeypatch) -> None:
+def test_a_request_newer_than_the_clis_own_is_shown_at_once(state: Path, capsys) -> None:
     from ragmesh_cli import last_request
 
-    monkeypatch.setattr(last_request.time, "time_ns", lambda: T0 + 100_000_000)
-    last_request.remember(state / "nowhere", "req-0")  # no mesh folder there: nothing noted
+    last_request.remember(state / "nowhere", "req-0", T0)  # no mesh folder there: nothing noted
     spans_file(state).parent.mkdir(parents=True)
-    last_request.remember(state, "req-1")
+    last_request.remember(state, "req-1", T0 + 100_000_000)
     write_spans(spans_file(state), chat_request() + chat_request(OTHER, "req-2", at_ms=500.0))
     code, out, err = run(capsys, "--last", "--state-dir", str(state))
     assert code == 0 and out.startswith(f"trace {OTHER}  request req-2 "), (out, err)
@@ -297,8 +295,7 @@ def test_the_clis_own_request_that_never_shows_is_named_and_the_latest_recorded_
     from ragmesh_cli.trace.sources import SpanFileSource
 
     write_spans(spans_file(state), chat_request())
-    monkeypatch.setattr(last_request.time, "time_ns", lambda: T0 + 400_000_000)
-    last_request.remember(state, "req-lost")
+    last_request.remember(state, "req-lost", T0 + 400_000_000)
     monkeypatch.setattr(SpanFileSource, "SENT_WAIT_S", 0.3)
     code, out, err = run(capsys, "--last", "--state-dir", str(state))
     assert code == 0 and out.startswith(f"trace {TRACE}  request req-1 "), (out, err)
