@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import abc
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from ragmesh_common.errors import RagmeshError
+from ragmesh_common.expiring import Expiring
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,50 +75,18 @@ class DiscoveredCorpusDirectory(CorpusDirectory):
     def __init__(self, lister: "AllCorporaLister", configured: frozenset[str] = frozenset(),
                  *, ttl_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._lister = lister
-        self._clock = clock
         self._configured = frozenset(configured)
-        self._ttl_s = ttl_s
-        self._known: dict[str, CorpusInfo] = {}
-        self._fetched_at = float("-inf")
-        self._refreshing = asyncio.Lock()
-        self._background: asyncio.Task[None] | None = None
+        self._known = Expiring(self._list, ttl_s=ttl_s, clock=clock, refresh_ahead=self.REFRESH_AHEAD,
+                               keep_on=(RagmeshError,), initial={})
 
-    def _age(self) -> float:
-        return self._clock() - self._fetched_at
-
-    async def _refresh(self) -> None:
-        age = self._age()
-        if age < self._ttl_s * self.REFRESH_AHEAD:
-            return
-        if age < self._ttl_s:
-            if self._background is None or self._background.done():
-                self._background = asyncio.create_task(self._refresh_once())
-            return
-        await self._refresh_once()
-
-    async def _refresh_once(self) -> None:
-        async with self._refreshing:
-            # Refreshed by the request this one waited for, or by a background refresh meanwhile.
-            if self._age() >= self._ttl_s * self.REFRESH_AHEAD:
-                await self._fetch()
-
-    async def _fetch(self) -> None:
-        from ragmesh_common.errors import RagmeshError
-
-        now = self._clock()
-        try:
-            self._known = {c.corpus: c for c in await self._lister.list_all_corpora()}
-            self._fetched_at = now
-        except RagmeshError:
-            self._fetched_at = now - self._ttl_s / 2  # retry soon, keep what we knew
+    async def _list(self) -> dict[str, CorpusInfo]:
+        return {c.corpus: c for c in await self._lister.list_all_corpora()}
 
     async def corpus_ids(self) -> frozenset[str]:
-        await self._refresh()
-        return self._configured | frozenset(self._known)
+        return self._configured | frozenset(await self._known.get())
 
     async def root_of(self, corpus: str) -> str:
-        await self._refresh()
-        info = self._known.get(corpus)
+        info = (await self._known.get()).get(corpus)
         return info.root if info else ""
 
 

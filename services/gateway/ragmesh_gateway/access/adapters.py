@@ -7,12 +7,10 @@ app's lifespan (``SecurityStores.start``), because it needs the server's event l
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.expiring import Expiring
 from ragmesh_common.pg import create_pool
 
 from ragmesh_gateway.access.client_address import bearer_key, client_key
@@ -60,12 +58,6 @@ class SecurityStores:
         return self.tokens, self.access
 
 
-@dataclass
-class _CachedVisibility:
-    at: float
-    pairs: list[tuple[str, str]]
-
-
 class TokenAuthenticator(Authenticator):
     """``Authorization: Bearer rmk_...`` -> a caller with the token's scopes and readable corpora."""
 
@@ -84,27 +76,12 @@ class TokenAuthenticator(Authenticator):
         self._directory = directory
         self._allow_anonymous = allow_anonymous
         self._trusted_proxies = list(trusted_proxies)
-        self._ttl_s = visibility_ttl_s
-        self._visibility: _CachedVisibility | None = None
-        self._refreshing = asyncio.Lock()
+        # (corpus, visibility) of every corpus: it changes only on promotion, so it is kept briefly.
+        self._visibility = Expiring(self._list_visibility, ttl_s=visibility_ttl_s)
 
-    def _cached_visibility(self) -> list[tuple[str, str]] | None:
-        cached = self._visibility
-        return cached.pairs if cached is not None and time.monotonic() - cached.at <= self._ttl_s else None
-
-    async def _corpus_visibility(self) -> list[tuple[str, str]]:
-        """(corpus, visibility) of every corpus; cached briefly, it changes only on promotion. One
-        request at a time refreshes it, and those arriving meanwhile wait for its answer."""
-        if (pairs := self._cached_visibility()) is not None:
-            return pairs
-        async with self._refreshing:
-            if (pairs := self._cached_visibility()) is not None:  # refreshed by the request this one waited for
-                return pairs
-            now = time.monotonic()
-            served = tuple(sorted(await self._directory.corpus_ids()))
-            corpora = await self._catalog.list_corpora(served)
-            self._visibility = _CachedVisibility(now, [(c.corpus, c.visibility) for c in corpora])
-            return self._visibility.pairs
+    async def _list_visibility(self) -> list[tuple[str, str]]:
+        served = tuple(sorted(await self._directory.corpus_ids()))
+        return [(c.corpus, c.visibility) for c in await self._catalog.list_corpora(served)]
 
     async def authenticate(self, request: RequestInfo) -> Caller:
         tokens, access = self._stores.ready()
@@ -112,7 +89,7 @@ class TokenAuthenticator(Authenticator):
         principal = await tokens.authenticate(bearer) if bearer else None
         if principal is None and not self._allow_anonymous:
             raise unauthenticated()
-        readable = await access.readable_corpora(principal, await self._corpus_visibility())
+        readable = await access.readable_corpora(principal, await self._visibility.get())
         if principal is None:
             return Caller(
                 principal="anonymous",

@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 import msgspec
 
 from ragmesh_common.errors import ErrorCode, RagmeshError
+from ragmesh_common.expiring import Expiring
 from ragmesh_common.index_schema import PREFIX, CollectionMeta, alias_name, index_version_of
 from ragmesh_common.vectorstore.port import VectorStorePort
 
@@ -48,28 +49,15 @@ class CorpusCatalog:
         on_refresh: Callable[[dict[str, ActiveCorpus]], None] | None = None,
     ) -> None:
         self.store = store
-        self.ttl_s = ttl_s
-        self.clock = clock
         self.on_refresh = on_refresh
-        self._active: dict[str, ActiveCorpus] | None = None
-        self._loaded_at = 0.0
-        self._lock = asyncio.Lock()
+        self._active = Expiring(self._load, ttl_s=ttl_s, clock=clock)
 
     def invalidate(self) -> None:
-        self._active = None
+        self._active.invalidate()
 
     async def active(self) -> dict[str, ActiveCorpus]:
         """corpus id -> its active index, for every corpus whose alias serves a ragmesh collection."""
-        if self._active is not None and self.clock() - self._loaded_at < self.ttl_s:
-            return self._active
-        async with self._lock:
-            if self._active is None or self.clock() - self._loaded_at >= self.ttl_s:
-                loaded_at = self.clock()
-                self._active = await self._load()
-                self._loaded_at = loaded_at
-                if self.on_refresh is not None:
-                    self.on_refresh(self._active)
-            return self._active
+        return await self._active.get()
 
     async def readable(self, readable_corpora: Iterable[str]) -> list[ActiveCorpus]:
         """Active corpora the caller may read, sorted by corpus id."""
@@ -97,4 +85,6 @@ class CorpusCatalog:
                 corpus=corpus, alias=alias, collection=collection,
                 index_version=index_version_of(collection), meta=meta,
             )
+        if self.on_refresh is not None:
+            self.on_refresh(active)
         return active
