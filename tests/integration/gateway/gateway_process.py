@@ -53,6 +53,7 @@ def running_gateway(log_dir: Path, env: dict[str, str], *, name: str = "gateway"
         return process
 
     try:
+        # free_port looked up at each call: a test hands out a taken port through it.
         serve_on_free_port(start, "/health/live", timeout=timeout_s, choose=lambda: free_port())
     except NotServing as exc:
         raise RuntimeError(f"{exc}:\n{started[-1].logs()[-3000:]}") from None
