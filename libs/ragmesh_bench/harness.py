@@ -97,24 +97,16 @@ def _wait(ready, port: int, *, what: str, process, timeout: float, poll_s: float
 def listens_on(process, port: int) -> bool:
     """Whether ``process`` (a Popen) or a process it started listens on TCP ``port``; true also when
     the system does not say who listens. PortTaken when only other processes do."""
-    import psutil
-
-    from ragmesh_cli.mesh.lifecycle import describe, listeners
+    from ragmesh_cli.mesh.lifecycle import describe_holders, listeners, process_tree
 
     found = listeners(port)
     if found is None:
         return True
-    try:
-        ours = {process.pid} | {child.pid for child in psutil.Process(process.pid).children(recursive=True)}
-    except psutil.Error:
-        ours = {process.pid}
-    if found & ours:
+    if found & process_tree(process.pid):
         return True
     if not found:
         return False  # it answered, then closed: ask again
-    holder = ", ".join(describe(p) if p is not None else "a process of another user"
-                       for p in sorted(found, key=lambda p: (p is None, p or 0)))
-    raise PortTaken(f"port {port} answers, but it is held by {holder}, "
+    raise PortTaken(f"port {port} answers, but it is held by {describe_holders(found)}, "
                     f"not the server started (pid {process.pid})")
 
 

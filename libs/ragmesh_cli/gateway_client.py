@@ -71,7 +71,7 @@ class GatewayCall:
 
     def request_id(self) -> str:
         """A fresh request id for the request about to be sent (:meth:`reached` notes it)."""
-        self._sent = (uuid.uuid4().hex, time.time_ns())
+        self._sent = (new_request_id(), time.time_ns())
         return self._sent[0]
 
     def reached(self) -> None:

@@ -38,9 +38,12 @@ def remember(state: Path, request_id: str, sent_ns: int) -> None:
     if not path.parent.is_dir():
         return
     staged = path.with_name(f".{NAME}.{os.getpid()}")
-    with contextlib.suppress(OSError):
+    try:
         staged.write_text(json.dumps({"request_id": request_id, "sent_ns": sent_ns}), encoding="utf-8")
         os.replace(staged, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)  # a write cut short (a full disk) leaves nothing behind
 
 
 def recall(span_file: Path) -> SentRequest | None:

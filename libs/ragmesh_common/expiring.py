@@ -39,11 +39,6 @@ class Expiring(Generic[T]):
         self._loading = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
 
-    @property
-    def value(self) -> T | None:
-        """The value as last loaded (``initial`` before any load), whatever its age."""
-        return self._value
-
     def invalidate(self) -> None:
         """The next caller loads the value again (and waits for it)."""
         self._loaded_at = float("-inf")

@@ -57,7 +57,7 @@ def test_a_failed_load_reaches_the_callers_that_waited_and_the_next_caller_loads
         assert all(isinstance(r, ConnectionError) for r in results)
         assert source.loads == 5  # no value to fall back on: each waiting caller tried once itself
         source.fail = None
-        assert await value.get() == 6 and value.value == 6
+        assert await value.get() == 6 and await value.get() == 6 and source.loads == 6  # kept, not loaded again
 
     asyncio.run(scenario())
 

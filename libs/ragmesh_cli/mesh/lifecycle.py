@@ -162,6 +162,22 @@ def listeners(port: int) -> set[int | None] | None:
     return {c.pid for c in connections if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port}
 
 
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and the pids of every process it started (none when it is gone)."""
+    import psutil
+
+    try:
+        return {pid} | {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def describe_holders(pids: set[int | None]) -> str:
+    """Who holds a port, in words, from :func:`listeners`' pids: ``pid N (command)`` each."""
+    return ", ".join(describe(p) if p is not None else "a process of another user"
+                     for p in sorted(pids, key=lambda p: (p is None, p or 0)))
+
+
 @dataclass(frozen=True)
 class BusyPort:
     port: int

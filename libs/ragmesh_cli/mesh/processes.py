@@ -286,16 +286,10 @@ class Mesh:
 
     def _ours(self, svc: str) -> set[int]:
         """Pids of the child started for ``svc`` and of its descendants."""
-        import psutil
+        from ragmesh_cli.mesh.lifecycle import process_tree
 
         proc = self.processes.get(svc)
-        if proc is None:
-            return set()
-        try:
-            root = psutil.Process(proc.pid)
-            return {proc.pid} | {p.pid for p in root.children(recursive=True)}
-        except psutil.Error:
-            return set()
+        return process_tree(proc.pid) if proc is not None else set()
 
     def _external(self, svc: str) -> bool:
         return svc == "runtime" and bool(self.runtime_url)  # a TEI/OpenAI server we did not start
@@ -318,7 +312,7 @@ class Mesh:
 
     def stranger_on_port(self, svc: str) -> str:
         """Why the process listening on the service's port is not ours, or "" when none is another's."""
-        from ragmesh_cli.mesh.lifecycle import describe, listeners
+        from ragmesh_cli.mesh.lifecycle import describe_holders, listeners
 
         if self._external(svc):
             return ""
@@ -330,8 +324,7 @@ class Mesh:
         if not strangers:
             return ""
         proc = self.processes.get(svc)
-        holder = ", ".join(describe(p) if p is not None else "a process of another user"
-                           for p in sorted(strangers, key=lambda p: (p is None, p or 0)))
+        holder = describe_holders(strangers)
         started = f" (pid {proc.pid})" if proc is not None else ""
         return (f"{svc}: port {port} answers, but it is held by {holder}, not the {svc} this mesh "
                 f"started{started}. Stop that process (`ragmesh down --state-dir ...` if an earlier mesh "
